@@ -1,0 +1,280 @@
+"""The gateway's configuration: one YAML file, validated by pydantic.
+
+Errors name the file and the field (``toolgate.yaml: tools.2.risk.side_effect: ...``).
+Relative paths in the file are resolved against the file's folder. The data directory
+can be overridden with ``TOOLGATE_DATA_DIR``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+SideEffect = Literal["none", "read", "write", "external_write", "destructive"]
+Reversibility = Literal["reversible", "irreversible"]
+Sensitivity = Literal["public", "internal", "confidential", "restricted"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ConfigError(Exception):
+    """The configuration file is missing, not YAML, or does not validate."""
+
+
+class RiskConfig(_Strict):
+    side_effect: SideEffect
+    """What the tool does to the world; drives the default policy."""
+    reversibility: Reversibility = "reversible"
+    """Whether its effect can be undone."""
+    data_sensitivity: Sensitivity = "internal"
+    """How sensitive the data it touches is."""
+
+
+class ExecutorConfig(_Strict):
+    kind: Literal["python", "subprocess", "http", "mcp"]
+    """Which executor runs the tool."""
+    callable: str = ""
+    """python: ``module:function``; the function takes (args, context) and may be async."""
+    argv: list[str] = Field(default_factory=list)
+    """subprocess: argv template, ``{name}`` placeholders filled from args; never a shell."""
+    cwd: str = ""
+    """subprocess: working directory (a sandbox folder; default <data dir>/sandbox/<tool>)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """subprocess: fixed environment entries for the child (its environment is otherwise clean)."""
+    method: str = "GET"
+    """http: request method."""
+    url: str = ""
+    """http: URL template, ``{name}`` placeholders filled from args (URL-encoded)."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """http: egress allow-list; the effective list is this ∩ the policy's ``constraints.hosts``."""
+    body_arg: str = ""
+    """http: the argument sent as the JSON body."""
+    server: str = ""
+    """mcp: name of an upstream in ``mcp_upstreams``."""
+    remote_tool: str = ""
+    """mcp: the upstream tool's name (default: this tool's name)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Executor-specific extras."""
+
+
+class CredentialRef(_Strict):
+    secret: str
+    """The secret's reference name, resolved per tenant by the secret providers."""
+    inject: Literal["header", "env", "file"] = "header"
+    """How the executor receives it."""
+    name: str = ""
+    """Header name, env var name, or (for file) the argument-free label of the file."""
+    format: str = "{value}"
+    """Template for the injected value, e.g. ``Bearer {value}``."""
+
+
+class ToolConfig(_Strict):
+    name: str = Field(pattern=r"^[a-zA-Z][a-zA-Z0-9_.-]{0,63}$")
+    """Unique tool name the agent calls."""
+    version: str = "1"
+    """Tool version, recorded in provenance and the audit log."""
+    description: str = ""
+    """What the tool does, for the LLM."""
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    """JSON Schema (2020-12) for the arguments object."""
+    risk: RiskConfig
+    """Risk labels given to policy."""
+    labels: list[str] = Field(default_factory=list)
+    """Free-form labels given to policy."""
+    constraints: dict[str, Any] = Field(default_factory=dict)
+    """Static constraints given to policy and the executor (e.g. sandbox root, hosts)."""
+    executor: ExecutorConfig
+    """How the tool runs."""
+    timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    """Wall-clock limit of one execution attempt."""
+    idempotent: bool = False
+    """Safe to retry (read-only tools are always retry-safe)."""
+    idempotency_key_fields: list[str] = Field(default_factory=list)
+    """Argument fields that form the idempotency key when the caller gives none."""
+    credentials: list[CredentialRef] = Field(default_factory=list)
+    """Secrets injected into the executor, never seen by the model."""
+    max_attempts: int = Field(default=1, ge=1, le=10)
+    """Attempts for retry-safe tools (1 = no retries)."""
+    rate_limit_per_minute: int = Field(default=0, ge=0)
+    """Calls per minute per (tenant, tool); 0 = unlimited."""
+    max_concurrency: int = Field(default=0, ge=0)
+    """Concurrent executions of this tool in this process; 0 = unlimited."""
+
+    @field_validator("input_schema")
+    @classmethod
+    def _schema_is_object(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
+        try:
+            Draft202012Validator.check_schema(value)
+        except SchemaError as exc:
+            raise ValueError(f"not a valid JSON Schema 2020-12: {exc.message}") from exc
+        return value
+
+
+class IdentityConfig(_Strict):
+    name: str
+    """A label for humans (shown in logs)."""
+    api_key_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """sha256 hex of the API key; the key itself is never stored."""
+    tenant: str
+    """Tenant this identity acts for."""
+    agent: str = ""
+    """Agent id (for agent identities)."""
+    user: str = ""
+    """The human user on whose behalf the agent acts, if any."""
+    roles: list[Literal["agent", "approver", "admin"]] = Field(default_factory=lambda: ["agent"])
+    """agent: may list and call tools; approver: may list, get, approve, reject."""
+    approver: str = ""
+    """For approver identities: the approver id in the keyring."""
+
+
+class PolicyConfig(_Strict):
+    engine: Literal["embedded", "opa"] = "embedded"
+    """embedded: in-process Rego (regorus); opa: an OPA server's REST Data API."""
+    bundle: str = "rego"
+    """Folder of .rego files (and data.json) for the embedded engine."""
+    query: str = "data.toolgate.decision"
+    """The rule whose value is the decision document."""
+    timeout_ms: int = Field(default=500, gt=0)
+    """Evaluation timeout; a timeout denies with policy_unavailable."""
+    opa_url: str = "http://127.0.0.1:8181"
+    """OPA server base URL (engine: opa)."""
+    shadow_bundle: str = ""
+    """A candidate policy folder evaluated beside the enforced one; differences are logged only."""
+    reload_on_change: bool = False
+    """Poll the bundle folder and reload when it changes (SIGHUP always reloads)."""
+    dry_run: bool = False
+    """Compute and audit the real decision but let every validated call through. Never in production."""
+
+
+class StoreConfig(_Strict):
+    kind: Literal["sqlite", "postgres"] = "sqlite"
+    """Where approvals, consumed grants, idempotency records and rate limits live."""
+    path: str = ""
+    """SQLite file (default <data dir>/toolgate.db)."""
+    dsn: str = ""
+    """PostgreSQL connection string (kind: postgres)."""
+
+
+class AuditConfig(_Strict):
+    path: str = ""
+    """Audit log file (default <data dir>/audit.jsonl)."""
+    fsync: bool = False
+    """fsync after every call's records (slower, survives power loss)."""
+
+
+class TLSConfig(_Strict):
+    cert_file: str
+    """Server certificate (PEM)."""
+    key_file: str
+    """Server private key (PEM)."""
+    client_ca_file: str = ""
+    """If set, clients must present a certificate signed by this CA (mTLS)."""
+
+
+class LimitsConfig(_Strict):
+    max_args_bytes: int = Field(default=256 * 1024, gt=0)
+    """Largest accepted args_json."""
+    max_observation_bytes: int = Field(default=64 * 1024, gt=0)
+    """Observation data above this is truncated (``truncated: true``)."""
+    max_concurrent_calls: int = Field(default=4096, gt=0)
+    """In-flight ExecuteTool calls per process."""
+
+
+class Config(_Strict):
+    gateway_id: str = "toolgate"
+    """This gateway's id: the ``aud`` of approvals and grants."""
+    data_dir: str = "data"
+    """Folder for the SQLite store, audit log and sandboxes (env TOOLGATE_DATA_DIR overrides)."""
+    listen: str = "127.0.0.1:50051"
+    """Address to listen on."""
+    tls: TLSConfig | None = None
+    """TLS (and mTLS) for the gRPC port; plaintext when absent (loopback sidecar)."""
+    identities: list[IdentityConfig] = Field(default_factory=list)
+    """API-key identities of agents and approvers."""
+    tools: list[ToolConfig] = Field(default_factory=list)
+    """Registered tools; anything else is unknown_tool."""
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    """Policy engine settings."""
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    """State store settings."""
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    """Audit log settings."""
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    """Size and concurrency limits."""
+    approvals: dict[str, Any] = Field(default_factory=dict)
+    """Approver keyring and grant settings (see gateway.approvals.config)."""
+    secrets: dict[str, Any] = Field(default_factory=dict)
+    """Secret providers (see gateway.credentials)."""
+    mcp_upstreams: dict[str, Any] = Field(default_factory=dict)
+    """Upstream MCP servers fronted as executors."""
+    observability: dict[str, Any] = Field(default_factory=dict)
+    """Metrics and tracing settings."""
+    base_dir: str = Field(default=".", exclude=True)
+    """Folder of the config file; relative paths resolve against it (set by the loader)."""
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "Config":
+        names = [t.name for t in self.tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"tool names must be unique, repeated: {', '.join(dupes)}")
+        return self
+
+    def resolve(self, path: str) -> Path:
+        """A path from the config, relative to the config file's folder."""
+        p = Path(os.path.expanduser(path))
+        return p if p.is_absolute() else (Path(self.base_dir) / p).resolve()
+
+    @property
+    def data_path(self) -> Path:
+        env = os.environ.get("TOOLGATE_DATA_DIR")
+        return Path(env).resolve() if env else self.resolve(self.data_dir)
+
+    @property
+    def store_path(self) -> Path:
+        return self.resolve(self.store.path) if self.store.path else self.data_path / "toolgate.db"
+
+    @property
+    def audit_path(self) -> Path:
+        return self.resolve(self.audit.path) if self.audit.path else self.data_path / "audit.jsonl"
+
+    @property
+    def policy_bundle_path(self) -> Path:
+        return self.resolve(self.policy.bundle)
+
+
+def hash_api_key(key: str) -> str:
+    """The form in which API keys are stored in the config."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def load_config(path: str | os.PathLike[str], overrides: dict[str, Any] | None = None) -> Config:
+    """Read, validate and return the config; raise ConfigError naming file and field."""
+    file = Path(path)
+    try:
+        raw = yaml.safe_load(file.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{file}: no such file") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{file}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{file}: the top level must be a mapping")
+    raw = {**raw, **(overrides or {}), "base_dir": str(file.resolve().parent)}
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        lines = [
+            f"{file}: {'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
+            for err in exc.errors()
+        ]
+        raise ConfigError("\n".join(lines)) from exc

@@ -1,0 +1,63 @@
+"""The store protocol.
+
+Execution claims give at-most-once execution. ``claim(scope, key, args_hash)`` atomically
+inserts a claim in state ``running`` or returns the existing one; the winner executes and
+calls ``complete`` with the serialized outcome; everybody else waits for that outcome. The
+scope separates idempotency keys (``idem:<tenant>:<tool>``) from consumed grant ids
+(``grant``). A claim whose holder died stays ``running``: its outcome is unknown, so it is
+never re-executed automatically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from gateway.config import Config
+
+
+class ClaimStatus(StrEnum):
+    CLAIMED = "claimed"  # the caller now holds it and must execute + complete
+    RUNNING = "running"  # somebody else holds it; outcome not yet known
+    DONE = "done"  # finished; outcome_json holds the stored outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    status: ClaimStatus
+    args_hash: str
+    outcome_json: str | None = None
+
+
+class StoreUnavailable(Exception):
+    """The store cannot be reached or failed; calls fail closed with internal_error."""
+
+
+class Store(Protocol):
+    async def claim(self, scope: str, key: str, args_hash: str, now: float) -> Claim:
+        """Atomically claim (scope, key) or return the existing claim."""
+        ...
+
+    async def get_claim(self, scope: str, key: str) -> Claim | None: ...
+
+    async def complete(self, scope: str, key: str, outcome_json: str, now: float) -> None:
+        """Store the outcome of a claim held by the caller."""
+        ...
+
+    async def release(self, scope: str, key: str) -> None:
+        """Drop a claim held by the caller that never executed (so a retry may run)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def open_store(config: Config, **kwargs: Any) -> Store:
+    """The store the config names."""
+    if config.store.kind == "postgres":
+        from gateway.store.postgres import PostgresStore
+
+        return PostgresStore(config.store.dsn, **kwargs)
+    from gateway.store.sqlite import SQLiteStore
+
+    return SQLiteStore(config.store_path, **kwargs)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 from gateway.config import Config
 
@@ -28,6 +28,15 @@ class Claim:
     status: ClaimStatus
     args_hash: str
     outcome_json: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BucketSpec:
+    """A token bucket: ``capacity`` tokens, refilled at ``per_second``; starts full."""
+
+    key: str
+    capacity: float
+    per_second: float
 
 
 class StoreUnavailable(Exception):
@@ -47,6 +56,13 @@ class Store(Protocol):
 
     async def release(self, scope: str, key: str) -> None:
         """Drop a claim held by the caller that never executed (so a retry may run)."""
+        ...
+
+    async def take_tokens(self, buckets: Sequence[BucketSpec], now: float) -> float:
+        """Atomically take one token from every bucket or from none.
+
+        Returns 0.0 when taken, else the seconds until every bucket holds a token again.
+        """
         ...
 
     async def close(self) -> None: ...

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Sequence
 
-from gateway.store.base import Claim, ClaimStatus, StoreUnavailable
+from gateway.store.base import BucketSpec, Claim, ClaimStatus, StoreUnavailable
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS claims (
         scope TEXT NOT NULL, key TEXT NOT NULL, args_hash TEXT NOT NULL,
         status TEXT NOT NULL, outcome TEXT, created REAL NOT NULL, finished REAL,
         PRIMARY KEY (scope, key))""",
+    """CREATE TABLE IF NOT EXISTS rate_buckets (
+        key TEXT PRIMARY KEY, tokens REAL NOT NULL, updated REAL NOT NULL)""",
 ]
 
 
@@ -87,6 +90,33 @@ class SQLiteStore:
             self._db.execute("DELETE FROM claims WHERE scope=? AND key=? AND status='running'", (scope, key))
         except sqlite3.Error as exc:
             raise StoreUnavailable(str(exc)) from exc
+
+    async def take_tokens(self, buckets: Sequence[BucketSpec], now: float) -> float:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                wait = self._take_tokens(buckets, now)
+                self._db.execute("COMMIT" if wait == 0.0 else "ROLLBACK")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return wait
+
+    def _take_tokens(self, buckets: Sequence[BucketSpec], now: float) -> float:
+        wait = 0.0
+        for b in buckets:
+            row = self._db.execute("SELECT tokens, updated FROM rate_buckets WHERE key=?", (b.key,)).fetchone()
+            tokens = b.capacity if row is None else min(b.capacity, row[0] + max(0.0, now - row[1]) * b.per_second)
+            if tokens < 1.0:
+                wait = max(wait, (1.0 - tokens) / b.per_second)
+            self._db.execute(
+                "INSERT INTO rate_buckets(key, tokens, updated) VALUES (?,?,?) "
+                "ON CONFLICT(key) DO UPDATE SET tokens=excluded.tokens, updated=excluded.updated",
+                (b.key, tokens - 1.0, max(now, row[1]) if row else now),
+            )
+        return wait
 
     async def close(self) -> None:
         self._db.close()

@@ -1,0 +1,317 @@
+"""Scoped credentials: secrets resolved per tenant, injected into executors, never seen by the model.
+
+A tool descriptor names secrets by reference (``CredentialRef``). Resolution is keyed by
+``(tenant, reference, variant)``: a tenant's call can only ever read that tenant's secrets.
+Policy constraints narrow the scope: ``constraints.credential_variant`` selects a variant
+(e.g. ``read_only``) and a missing variant fails closed rather than falling back to the
+broader default; ``constraints.hosts`` is carried along so the HTTP executor only sends
+headers to hosts policy allowed.
+
+Providers (tried in the configured order; the first that knows the key wins):
+
+- ``static``: values declared in the config (the demo only);
+- ``env``: ``<prefix><TENANT>__<REF>[__<VARIANT>]`` environment variables, upper-cased,
+  non-alphanumerics as ``_``;
+- ``file``: one secret per file, as Kubernetes mounts them:
+  ``<dir>/<tenant>/<ref>`` or ``<dir>/<tenant>/<ref>@<variant>``;
+- anything implementing ``SecretProvider`` (a vault client) passed to ``CredentialResolver``.
+
+The resolved values live only in ``ResolvedCredentials`` (whose ``repr`` hides them) and in
+the child process / request they are injected into. ``ResolvedCredentials.secret_values``
+feeds the scrubber, which removes them from the tool's output before normalization.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Literal, Mapping, Protocol, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.config import CredentialRef, ToolConfig
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,128}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+# --- configuration (the typed form of ``Config.secrets``) -----------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StaticProviderConfig(_Strict):
+    kind: Literal["static"]
+    values: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """tenant → {reference or ``reference@variant`` → value}. For demos and tests only."""
+
+
+class EnvProviderConfig(_Strict):
+    kind: Literal["env"]
+    prefix: str = "TOOLGATE_SECRET_"
+    """Variable name prefix; the name is ``<prefix><TENANT>__<REF>[__<VARIANT>]``."""
+
+
+class FileProviderConfig(_Strict):
+    kind: Literal["file"]
+    dir: str
+    """Folder with one sub-folder per tenant, one file per secret (``<ref>`` or ``<ref>@<variant>``)."""
+
+
+ProviderConfig = StaticProviderConfig | EnvProviderConfig | FileProviderConfig
+
+
+class SecretsConfig(_Strict):
+    providers: list[ProviderConfig] = Field(default_factory=list)
+    """Providers in lookup order."""
+
+
+class CredentialConfigError(ValueError):
+    """``Config.secrets`` does not validate, or a descriptor asks for an impossible injection."""
+
+
+def parse_secrets_config(raw: Mapping[str, Any]) -> SecretsConfig:
+    try:
+        return SecretsConfig.model_validate(dict(raw))
+    except ValidationError as exc:
+        raise CredentialConfigError(f"secrets: {exc}") from exc
+
+
+# --- providers --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SecretKey:
+    tenant: str
+    reference: str
+    variant: str = ""
+
+    def __post_init__(self) -> None:
+        for part in (self.tenant, self.reference) + ((self.variant,) if self.variant else ()):
+            if not _SAFE_NAME.match(part) or part in (".", ".."):
+                raise ValueError(f"unsafe secret key component {part!r}")
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.reference}@{self.variant}" if self.variant else self.reference
+
+
+class SecretProvider(Protocol):
+    def get(self, key: SecretKey) -> str | None:
+        """The secret's value, or None if this provider does not hold it."""
+        ...
+
+
+class StaticProvider:
+    def __init__(self, values: Mapping[str, Mapping[str, str]]) -> None:
+        self._values = {t: dict(v) for t, v in values.items()}
+
+    def get(self, key: SecretKey) -> str | None:
+        return self._values.get(key.tenant, {}).get(key.qualified)
+
+
+class EnvProvider:
+    def __init__(self, prefix: str = "TOOLGATE_SECRET_", environ: Mapping[str, str] | None = None) -> None:
+        self._prefix = prefix
+        self._environ = os.environ if environ is None else environ
+
+    def variable(self, key: SecretKey) -> str:
+        parts = [key.tenant, key.reference] + ([key.variant] if key.variant else [])
+        return self._prefix + "__".join(re.sub(r"[^A-Za-z0-9]", "_", p).upper() for p in parts)
+
+    def get(self, key: SecretKey) -> str | None:
+        return self._environ.get(self.variable(key))
+
+
+class FileProvider:
+    """One secret per file; a trailing newline (as ``kubectl create secret`` leaves none, editors add one) is dropped."""
+
+    def __init__(self, root: str | Path) -> None:
+        self._root = Path(root)
+
+    def get(self, key: SecretKey) -> str | None:
+        path = self._root / key.tenant / key.qualified
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        return raw[:-1] if raw.endswith("\n") else raw
+
+
+def build_providers(raw: Mapping[str, Any], base_dir: Path) -> list[SecretProvider]:
+    """Providers from ``Config.secrets``; relative ``dir`` paths resolve against ``base_dir``."""
+    providers: list[SecretProvider] = []
+    for spec in parse_secrets_config(raw).providers:
+        if isinstance(spec, StaticProviderConfig):
+            providers.append(StaticProvider(spec.values))
+        elif isinstance(spec, EnvProviderConfig):
+            providers.append(EnvProvider(spec.prefix))
+        else:
+            d = Path(os.path.expanduser(spec.dir))
+            providers.append(FileProvider(d if d.is_absolute() else base_dir / d))
+    return providers
+
+
+# --- resolution -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialUnavailable:
+    """Outcome: a referenced secret is missing for this tenant (code ``credential_unavailable``).
+
+    ``reference`` names the secret (never its value) for the audit log; callers get the code only.
+    """
+
+    reference: str
+    variant: str = ""
+    reason: str = "not found"
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class ResolvedCredentials:
+    """What to inject, per channel, for one call. ``repr`` never shows values."""
+
+    headers: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)
+    """label → file content; materialize with ``credential_files``."""
+    hosts: tuple[str, ...] | None = None
+    """Hosts the policy narrowed this call to (None: not narrowed)."""
+    secret_values: frozenset[str] = frozenset()
+    """Every raw and formatted value injected; the scrubber removes them from output."""
+    references: tuple[str, ...] = ()
+    """The references resolved (names only, safe to audit)."""
+
+    def __repr__(self) -> str:
+        return f"ResolvedCredentials(references={self.references!r}, values=<{len(self.secret_values)} hidden>)"
+
+    __str__ = __repr__
+
+    @property
+    def empty(self) -> bool:
+        return not self.secret_values
+
+
+NO_CREDENTIALS = ResolvedCredentials()
+
+
+class CredentialResolver:
+    """Resolves a tool's ``CredentialRef`` list for one tenant, narrowed by policy constraints."""
+
+    def __init__(self, providers: Sequence[SecretProvider]) -> None:
+        self._providers = list(providers)
+
+    @classmethod
+    def from_config(cls, secrets: Mapping[str, Any], base_dir: str | Path) -> "CredentialResolver":
+        return cls(build_providers(secrets, Path(base_dir)))
+
+    def lookup(self, key: SecretKey) -> str | None:
+        for provider in self._providers:
+            value = provider.get(key)
+            if value is not None:
+                return value
+        return None
+
+    def resolve(
+        self, tool: ToolConfig, tenant: str, constraints: Mapping[str, Any]
+    ) -> ResolvedCredentials | CredentialUnavailable:
+        variant = _variant(constraints)
+        if isinstance(variant, CredentialUnavailable):
+            return variant
+        hosts = constraints.get("hosts")
+        if not tool.credentials:
+            return ResolvedCredentials(hosts=_hosts(hosts))
+        headers: dict[str, str] = {}
+        env: dict[str, str] = {}
+        files: dict[str, str] = {}
+        values: set[str] = set()
+        for ref in tool.credentials:
+            try:
+                raw = self.lookup(SecretKey(tenant, ref.secret, variant))
+            except ValueError:
+                return CredentialUnavailable(ref.secret, variant, "invalid reference")
+            if raw is None or raw == "":
+                return CredentialUnavailable(ref.secret, variant)
+            formatted = format_value(ref, raw)
+            _place(ref, formatted, headers, env, files)
+            values.update({raw, formatted})
+        return ResolvedCredentials(
+            headers=headers,
+            env=env,
+            files=files,
+            hosts=_hosts(hosts),
+            secret_values=frozenset(values),
+            references=tuple(r.secret for r in tool.credentials),
+        )
+
+
+def format_value(ref: CredentialRef, raw: str) -> str:
+    """Apply the descriptor's template (``Bearer {value}``); only ``{value}`` is substituted."""
+    if ref.format.count("{value}") != 1:
+        raise CredentialConfigError(f"credential {ref.secret}: format must contain {{value}} exactly once")
+    return ref.format.replace("{value}", raw)
+
+
+def validate_refs(tool: ToolConfig) -> None:
+    """Raise CredentialConfigError if a descriptor's credentials cannot be injected by its executor."""
+    allowed = {"http": {"header"}, "subprocess": {"env", "file"}, "python": {"env", "file", "header"},
+               "mcp": {"header", "env"}}[tool.executor.kind]
+    for ref in tool.credentials:
+        if ref.inject not in allowed:
+            raise CredentialConfigError(f"tool {tool.name}: {tool.executor.kind} cannot inject {ref.inject}")
+        pattern = {"header": _HEADER_NAME, "env": _ENV_NAME, "file": _SAFE_NAME}[ref.inject]
+        if not pattern.match(ref.name or ""):
+            raise CredentialConfigError(f"tool {tool.name}: credential {ref.secret} needs a valid {ref.inject} name")
+        format_value(ref, "x")
+
+
+def _place(ref: CredentialRef, value: str, headers: dict[str, str], env: dict[str, str], files: dict[str, str]) -> None:
+    target = {"header": headers, "env": env, "file": files}[ref.inject]
+    target[ref.name] = value
+
+
+def _variant(constraints: Mapping[str, Any]) -> str | CredentialUnavailable:
+    variant = constraints.get("credential_variant", "")
+    if not isinstance(variant, str) or (variant and not _SAFE_NAME.match(variant)):
+        return CredentialUnavailable("*", str(variant), "invalid credential_variant constraint")
+    return variant
+
+
+def _hosts(hosts: Any) -> tuple[str, ...] | None:
+    if hosts is None:
+        return None
+    if isinstance(hosts, str):
+        return (hosts,)
+    return tuple(str(h) for h in hosts)
+
+
+@contextmanager
+def credential_files(creds: ResolvedCredentials | None, parent: Path | None = None) -> Iterator[dict[str, str]]:
+    """Write each file credential to a 0600 file in a private 0700 folder; remove them on exit.
+
+    Yields label → path. The folder is outside the tool's sandbox unless ``parent`` says otherwise.
+    """
+    if creds is None or not creds.files:
+        yield {}
+        return
+    folder = Path(tempfile.mkdtemp(prefix="toolgate-cred-", dir=parent))
+    try:
+        paths: dict[str, str] = {}
+        for label, value in creds.files.items():
+            path = folder / label
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(value)
+            paths[label] = str(path)
+        yield paths
+    finally:
+        for child in folder.iterdir():
+            child.unlink(missing_ok=True)
+        folder.rmdir()

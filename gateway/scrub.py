@@ -1,0 +1,153 @@
+"""Remove secrets from tool output before it is normalized.
+
+Two layers, both counted in ``redactions``:
+
+1. **Exact values** — every value injected for this call (``ResolvedCredentials.secret_values``)
+   in the forms a tool is likely to echo it: raw, standard and URL-safe base64 (with and without
+   padding, and the stable core of its encoding at each of the three byte alignments, so it is
+   also found inside a larger base64 blob), percent-encoding (``quote`` and ``quote_plus``), hex
+   (both cases) and JSON-escaped.
+2. **Patterns** — common secret shapes whatever their origin (PEM private keys, bearer tokens,
+   AWS keys, GitHub / Slack tokens, JWTs). Configurable; ``DEFAULT_PATTERNS`` is the default.
+
+JSON structures are walked: strings in keys and values are scrubbed; numbers and booleans are
+left alone. A scrubbed key that collides with another key gets a ``#n`` suffix so nothing is
+silently dropped.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+from urllib.parse import quote, quote_plus
+
+REDACTED = "[REDACTED]"
+
+MIN_CORE_CHARS = 8
+"""Alignment-shifted base64 cores shorter than this are not searched (too many false hits)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SecretPattern:
+    name: str
+    regex: re.Pattern[str]
+
+
+def _p(name: str, pattern: str, flags: int = 0) -> SecretPattern:
+    return SecretPattern(name, re.compile(pattern, flags))
+
+
+DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
+    _p("pem_private_key", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
+    _p("aws_access_key_id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"),
+    _p("aws_secret_access_key", r"(?i)(?<=aws_secret_access_key)(\s*[:=]\s*[\"']?)[A-Za-z0-9/+=]{40}"),
+    _p("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
+    _p("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"),
+    _p("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b"),
+    _p("bearer_token", r"(?i)(?<=bearer )[A-Za-z0-9._~+/=-]{12,}"),
+    _p("basic_auth", r"(?i)(?<=basic )[A-Za-z0-9+/]{12,}={0,2}"),
+    _p("url_password", r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),
+)
+
+
+def encoded_forms(value: str) -> set[str]:
+    """The strings to search for when ``value`` might have been echoed, longest first is not implied."""
+    if not value:
+        return set()
+    raw = value.encode("utf-8")
+    forms = {value, quote(value, safe=""), quote(value), quote_plus(value), raw.hex(), raw.hex().upper()}
+    forms.add(json.dumps(value)[1:-1])
+    for enc in (base64.b64encode, base64.urlsafe_b64encode):
+        full = enc(raw).decode("ascii")
+        forms.update({full, full.rstrip("=")})
+        forms.update(_shifted_cores(raw, enc))
+    return {f for f in forms if f}
+
+
+def _shifted_cores(raw: bytes, enc: Any) -> set[str]:
+    """Base64 characters determined by ``raw`` alone when it starts at byte offset 0, 1 or 2."""
+    cores = set()
+    for shift in range(3):
+        text = enc(b"\0" * shift + raw).decode("ascii").rstrip("=")
+        start = -(-8 * shift // 6)
+        end = (8 * (shift + len(raw))) // 6
+        core = text[start:end]
+        if len(core) >= MIN_CORE_CHARS:
+            cores.add(core)
+    return cores
+
+
+class Scrubber:
+    """Scrubs one call's output. Build one per call with that call's secret values."""
+
+    def __init__(self, secrets: Iterable[str] = (), patterns: Sequence[SecretPattern] = DEFAULT_PATTERNS) -> None:
+        forms: set[str] = set()
+        for secret in secrets:
+            forms |= encoded_forms(secret)
+        ordered = sorted(forms, key=len, reverse=True)
+        self._exact = re.compile("|".join(re.escape(f) for f in ordered)) if ordered else None
+        self._patterns = tuple(patterns)
+
+    def text(self, value: str) -> tuple[str, int]:
+        """``value`` with secrets replaced by ``[REDACTED]``, and the number of replacements."""
+        count = 0
+        if self._exact is not None:
+            value, n = self._exact.subn(REDACTED, value)
+            count += n
+        for pattern in self._patterns:
+            value, n = pattern.regex.subn(_keep_prefix, value)
+            count += n
+        return value, count
+
+    def data(self, value: Any) -> tuple[Any, int]:
+        """A JSON-like structure with every string (keys and values) scrubbed."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return self._mapping(value)
+        if isinstance(value, (list, tuple)):
+            out, total = [], 0
+            for item in value:
+                clean, n = self.data(item)
+                out.append(clean)
+                total += n
+            return out, total
+        if isinstance(value, (bytes, bytearray)):
+            return self.data(_bytes_to_text(bytes(value)))
+        return value, 0
+
+    def _mapping(self, value: dict[Any, Any]) -> tuple[dict[Any, Any], int]:
+        out: dict[Any, Any] = {}
+        total = 0
+        for key, item in value.items():
+            clean_key, n = self.text(key) if isinstance(key, str) else (key, 0)
+            total += n
+            clean_key = _unique_key(out, clean_key)
+            out[clean_key], n = self.data(item)
+            total += n
+        return out, total
+
+
+def _keep_prefix(match: re.Match[str]) -> str:
+    groups = [g for g in match.groups() if g is not None] if match.re.groups else []
+    return (groups[0] if groups else "") + REDACTED
+
+
+def _unique_key(existing: dict[Any, Any], key: Any) -> Any:
+    if key not in existing:
+        return key
+    n = 2
+    while f"{key}#{n}" in existing:
+        n += 1
+    return f"{key}#{n}"
+
+
+def _bytes_to_text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return binascii.hexlify(raw).decode("ascii")

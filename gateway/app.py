@@ -1,0 +1,84 @@
+"""Builds the gateway's parts from a Config and owns their lifetime."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from policies import PolicyEngine, PolicyError, build_engine
+from policies import UNDEFINED  # noqa: F401  (re-exported sentinel)
+
+from gateway.audit import AuditLog
+from gateway.auth import Authenticator
+from gateway.claims import ExecutionClaims
+from gateway.config import Config
+from gateway.execute import ExecuteStage, executor_factories
+from gateway.executors.base import ExecutorRegistry
+from gateway.hooks import NoApprovals, NoCredentials
+from gateway.models import Identity
+from gateway.pipeline import Pipeline
+from gateway.store import open_store
+from gateway.tools import ToolDescriptor, ToolRegistry
+
+log = structlog.get_logger("toolgate.app")
+
+
+class GatewayApp:
+    def __init__(self, config: Config, *, engine: PolicyEngine | None = None) -> None:
+        self.config = config
+        config.data_path.mkdir(parents=True, exist_ok=True)
+        self.audit = AuditLog(config.audit_path, fsync=config.audit.fsync, gateway_id=config.gateway_id)
+        self.authenticator = Authenticator(config.identities)
+        self.tools = ToolRegistry(config.tools)
+        self.engine = engine or build_engine(config)
+        self.store = open_store(config)
+        self.claims = ExecutionClaims(self.store)
+        self.executor = ExecuteStage(ExecutorRegistry(executor_factories(config)), config.data_path / "sandbox")
+        self.approvals: Any = NoApprovals()
+        self.credentials: Any = NoCredentials()
+        self.pipeline = Pipeline(
+            config=config,
+            tools=self.tools,
+            engine=self.engine,
+            claims=self.claims,
+            audit=self.audit,
+            approvals=self.approvals,
+            credentials=self.credentials,
+            executor=self.executor,
+        )
+
+    async def visible_tools(self, identity: Identity) -> list[ToolDescriptor]:
+        """Tools the policy lets this caller see (``data.toolgate.visible``); errors hide."""
+        visible = []
+        path = self.config.policy.query.rsplit(".", 1)[0] + ".visible"
+        for tool in self.tools:
+            doc = {
+                "caller": {"tenant": identity.tenant, "agent": identity.agent, "user": identity.user},
+                "tool": tool.policy_view(),
+            }
+            try:
+                if await self.engine.query(path, doc) is True:
+                    visible.append(tool)
+            except PolicyError as exc:
+                log.warning("visibility_check_failed", tool=tool.name, detail=exc.detail)
+        return visible
+
+    def reload_policy(self) -> bool:
+        """Reload the policy atomically; a broken policy keeps the old one and logs why."""
+        try:
+            self.engine.reload()
+        except Exception as exc:
+            log.error("policy_reload_failed", error=str(exc))
+            self.audit.record("policy_reload", code="policy_reload_failed", error=str(exc)[:2000])
+            self.audit.flush()
+            return False
+        self.audit.record("policy_reload", code="ok", policy_version=self.engine.version)
+        self.audit.flush()
+        log.info("policy_reloaded", policy_version=self.engine.version)
+        return True
+
+    async def close(self) -> None:
+        await self.executor.close()
+        await self.engine.close()
+        await self.store.close()
+        self.audit.close()

@@ -1,0 +1,171 @@
+"""The tamper-evident audit log.
+
+Append-only JSON lines written through structlog. Each record carries ``seq`` (1, 2, ...),
+``prev_hash`` (the previous record's hash; a zero hash for the first) and ``hash``: sha256
+over the record's canonical form (sorted keys, compact, UTF-8) without ``hash``. A head file
+beside the log (``<log>.head``) holds the last seq and hash, so removing whole records from
+the end is detected too. ``verify_file`` reports the first broken record.
+
+Records never hold secrets; arguments appear only when the policy asked for ``audit: full``.
+One writer per file: give each replica its own path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+GENESIS = "sha256:" + "0" * 64
+
+
+def canonical(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+
+
+def record_hash(record: dict[str, Any]) -> str:
+    body = {k: v for k, v in record.items() if k != "hash"}
+    return "sha256:" + hashlib.sha256(canonical(body)).hexdigest()
+
+
+class _ChainedFileLogger:
+    """structlog logger that appends one canonical JSON line per event to a file."""
+
+    def __init__(self, path: Path, fsync: bool) -> None:
+        self.path = path
+        self.fsync = fsync
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.seq, self.last_hash = _tail_state(path)
+        self._file = open(path, "ab", buffering=1024 * 1024)
+        self._head = path.with_name(path.name + ".head")
+        self._dirty = False
+
+    def msg(self, line: bytes) -> None:
+        self._file.write(line + b"\n")
+        self._dirty = True
+
+    info = msg
+
+    def flush(self) -> None:
+        if not self._dirty:
+            return
+        self._file.flush()
+        if self.fsync:
+            os.fsync(self._file.fileno())
+        tmp = self._head.with_name(self._head.name + ".tmp")
+        tmp.write_text(json.dumps({"seq": self.seq, "hash": self.last_hash}))
+        os.replace(tmp, self._head)
+        self._dirty = False
+
+    def close(self) -> None:
+        self.flush()
+        self._file.close()
+
+
+class AuditLog:
+    """Write chained audit records. ``record`` is synchronous and cheap; ``flush`` once per call."""
+
+    def __init__(self, path: str | Path, *, fsync: bool = False, gateway_id: str = "") -> None:
+        self.path = Path(path)
+        self._sink = _ChainedFileLogger(self.path, fsync)
+        self._gateway_id = gateway_id
+        self._log = structlog.wrap_logger(
+            self._sink,
+            processors=[self._chain],
+            wrapper_class=structlog.BoundLogger,
+            cache_logger_on_first_use=True,
+        )
+
+    def _chain(self, _logger: Any, _method: str, event: dict[str, Any]) -> bytes:
+        sink = self._sink
+        event["stage"] = event.pop("event")
+        sink.seq += 1
+        event["seq"] = sink.seq
+        event["prev_hash"] = sink.last_hash
+        event["hash"] = record_hash(event)
+        sink.last_hash = event["hash"]
+        return canonical(event)
+
+    def record(self, stage: str, *, decision_id: str = "", code: str = "", **fields: Any) -> None:
+        """Append one record: ``stage`` names the step, ``code`` its outcome."""
+        self._log.info(
+            stage,
+            ts=round(time.time(), 6),
+            gateway=self._gateway_id,
+            decision_id=decision_id,
+            code=code,
+            **fields,
+        )
+
+    def flush(self) -> None:
+        self._sink.flush()
+
+    def close(self) -> None:
+        self._sink.close()
+
+
+def _tail_state(path: Path) -> tuple[int, str]:
+    """seq and hash of the last complete record, to continue the chain after a restart."""
+    if not path.exists() or path.stat().st_size == 0:
+        return 0, GENESIS
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        block = min(size, 1 << 20)
+        f.seek(size - block)
+        lines = f.read().splitlines()
+    for line in reversed(lines):
+        try:
+            rec = json.loads(line)
+            return int(rec["seq"]), str(rec["hash"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return 0, GENESIS
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    ok: bool
+    records: int
+    line: int = 0
+    reason: str = ""
+
+
+def verify_file(path: str | Path) -> VerifyReport:
+    """Check the chain; the report names the first broken line and why."""
+    path = Path(path)
+    prev_hash, seq, count = GENESIS, 0, 0
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            if not raw.endswith(b"\n"):
+                return VerifyReport(False, count, lineno, "truncated record (no end of line)")
+            try:
+                rec = json.loads(raw)
+            except ValueError:
+                return VerifyReport(False, count, lineno, "not valid JSON")
+            if not isinstance(rec, dict) or "hash" not in rec or "seq" not in rec:
+                return VerifyReport(False, count, lineno, "not an audit record (no seq/hash)")
+            if rec["seq"] != seq + 1:
+                return VerifyReport(False, count, lineno, f"seq {rec['seq']} follows {seq}: a record is missing or out of order")
+            if rec.get("prev_hash") != prev_hash:
+                return VerifyReport(False, count, lineno, "prev_hash does not match the previous record")
+            if record_hash(rec) != rec["hash"]:
+                return VerifyReport(False, count, lineno, "hash does not match the record's content: edited")
+            prev_hash, seq, count = rec["hash"], rec["seq"], count + 1
+    head = path.with_name(path.name + ".head")
+    if head.exists():
+        try:
+            anchor = json.loads(head.read_text())
+        except ValueError:
+            return VerifyReport(False, count, count, "head file is not valid JSON")
+        if anchor.get("seq", 0) > seq or (anchor.get("seq") == seq and anchor.get("hash") != prev_hash):
+            return VerifyReport(
+                False, count, count + 1, f"log ends at seq {seq} but the head says {anchor.get('seq')}: truncated"
+            )
+    return VerifyReport(True, count)

@@ -1,0 +1,86 @@
+"""Tools the demo config uses, run by the python executor.
+
+File tools work inside a workspace folder (``constraints.root``, relative to the data dir;
+default ``workspace``); a path that resolves outside it (``..``, absolute, symlink) fails with
+``path_outside_workspace``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from gateway.executors.base import ExecRequest
+from gateway.executors.python import ToolFailure
+
+MAX_READ = 256 * 1024
+
+POLICY_DOCS = {
+    "refunds": "Refunds up to 100 are automatic; up to 1000 need one finance approval; up to 10000 need "
+    "a ticket and two finance approvals; above that they are denied.",
+    "writes": "Every write to the workspace needs one approval from the ops group.",
+    "secrets": "Paths under secrets/ or containing .ssh, .env or id_rsa need a security approval.",
+}
+
+
+def _workspace(ctx: ExecRequest) -> Path:
+    root = Path(str(ctx.constraints.get("root", "workspace")))
+    if not root.is_absolute():
+        root = ctx.sandbox.parent.parent / root  # <data dir>/<root>
+    root.mkdir(parents=True, exist_ok=True)
+    return root.resolve()
+
+
+def _inside(ctx: ExecRequest, rel: str) -> Path:
+    root = _workspace(ctx)
+    target = (root / rel).resolve()
+    if os.path.commonpath([root, target]) != str(root):
+        raise ToolFailure("path_outside_workspace", f"{rel!r} is outside the workspace")
+    return target
+
+
+def read_file(args: dict[str, Any], ctx: ExecRequest) -> dict[str, Any]:
+    path = _inside(ctx, args["path"])
+    if not path.is_file():
+        raise ToolFailure("not_found", f"no file {args['path']!r}")
+    data = path.read_bytes()[:MAX_READ]
+    return {"path": args["path"], "content": data.decode("utf-8", errors="replace"), "bytes": path.stat().st_size}
+
+
+def list_dir(args: dict[str, Any], ctx: ExecRequest) -> dict[str, Any]:
+    path = _inside(ctx, args.get("path", "."))
+    if not path.is_dir():
+        raise ToolFailure("not_found", f"no folder {args.get('path', '.')!r}")
+    entries = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
+    return {"path": args.get("path", "."), "entries": entries[:1000]}
+
+
+def write_file(args: dict[str, Any], ctx: ExecRequest) -> dict[str, Any]:
+    path = _inside(ctx, args["path"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(args["content"])
+    return {"path": args["path"], "bytes_written": len(args["content"].encode())}
+
+
+def delete_file(args: dict[str, Any], ctx: ExecRequest) -> dict[str, Any]:
+    path = _inside(ctx, args["path"])
+    path.unlink(missing_ok=True)
+    return {"path": args["path"], "deleted": True}
+
+
+def lookup_policy(args: dict[str, Any], ctx: ExecRequest) -> dict[str, Any]:
+    topic = args["topic"]
+    if topic not in POLICY_DOCS:
+        raise ToolFailure("not_found", f"no policy document on {topic!r}; topics: {', '.join(POLICY_DOCS)}")
+    return {"topic": topic, "text": POLICY_DOCS[topic]}
+
+
+def refund(args: dict[str, Any], ctx: ExecRequest) -> dict[str, Any]:
+    """Record a refund in the workspace ledger (stands in for a payments API)."""
+    ledger = _workspace(ctx) / "refunds.jsonl"
+    entry = {"order_id": args["order_id"], "amount": args["amount"], "currency": args.get("currency", "EUR")}
+    with open(ledger, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+    return {"refunded": entry, "ledger_entries": sum(1 for _ in open(ledger))}

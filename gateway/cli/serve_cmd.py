@@ -1,0 +1,52 @@
+"""``toolgate serve``: run the gateway."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+import structlog
+
+from gateway.config import ConfigError, load_config
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run the gateway",
+        description="Start the gateway with a config file. Prints 'toolgate listening on HOST:PORT' "
+        "once it accepts calls. SIGHUP reloads the policy (a broken policy keeps the old one).",
+    )
+    p.add_argument("--config", required=True, help="the gateway's YAML config file")
+    p.add_argument("--host", default=None, help="address to bind (default: the config's listen host)")
+    p.add_argument("--port", type=int, default=None, help="port to bind; 0 picks a free one")
+    p.set_defaults(func=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    try:
+        config = load_config(ns.config)
+    except ConfigError as exc:
+        print(f"toolgate: {exc}", file=sys.stderr)
+        return 2
+    host, _, port = config.listen.rpartition(":")
+    address = f"{ns.host or host}:{port if ns.port is None else ns.port}"
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), structlog.processors.JSONRenderer()],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+    from gateway.server import serve
+
+    def ready(addr: str) -> None:
+        print(f"toolgate listening on {addr}", flush=True)
+        print(f"data dir: {config.data_path}  audit log: {config.audit_path}", flush=True)
+
+    try:
+        asyncio.run(serve(config, address, ready=ready))
+    except Exception as exc:  # start-up failures: bad policy, port taken, store unreachable
+        print(f"toolgate: cannot start: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,234 @@
+"""The call path. ``Pipeline.execute`` reads top to bottom as DESIGN.md's pipeline.
+
+Each stage returns ``None`` to go on or an outcome to stop with. Every stage writes one audit
+record; every exit (refusal, error, cancellation) writes the final ``result`` record with the
+outcome code, and claims taken on the way are completed (executed) or released (not).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from policies import PolicyEngine, PolicyError
+
+from gateway import policy as policy_stage
+from gateway.arguments import ArgumentsError, args_hash, parse_strict
+from gateway.audit import AuditLog
+from gateway.claims import Conflict, ExecutionClaims, Replay, Won
+from gateway.codes import Code
+from gateway.config import Config
+from gateway.execute import ExecuteStage
+from gateway.hooks import ApprovalGate, CredentialResolver
+from gateway.models import (
+    CallContext,
+    CallResult,
+    EvidenceRequired,
+    Identity,
+    Observation,
+    Outcome,
+    Refused,
+    ToolCall,
+)
+from gateway.normalize import normalize
+from gateway.tools import ToolRegistry
+
+log = structlog.get_logger("toolgate.pipeline")
+
+
+@dataclass(slots=True)
+class _Call:
+    ctx: CallContext
+    claims: list[Won] = field(default_factory=list)
+    executed: bool = False
+
+
+class Pipeline:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        tools: ToolRegistry,
+        engine: PolicyEngine,
+        claims: ExecutionClaims,
+        audit: AuditLog,
+        approvals: ApprovalGate,
+        credentials: CredentialResolver,
+        executor: ExecuteStage,
+    ) -> None:
+        self.config = config
+        self.tools = tools
+        self.engine = engine
+        self.claims = claims
+        self.audit = audit
+        self.approvals = approvals
+        self.credentials = credentials
+        self.executor = executor
+
+    async def execute(self, identity: Identity, call: ToolCall) -> CallResult:
+        c = _Call(CallContext(str(uuid.uuid4()), identity, call, time.monotonic()))
+        self._audit(c.ctx, "authenticate", Code.OK, tenant=identity.tenant, agent=identity.agent, user=identity.user)
+        result: CallResult | None = None
+        try:
+            result = await self._run(c)
+            return result
+        except BaseException as exc:  # cancellation and bugs still end in an audited result
+            code = Code.INTERNAL_ERROR if isinstance(exc, Exception) else Code.CANCELLED
+            if isinstance(exc, Exception):
+                log.exception("pipeline_error", decision_id=c.ctx.decision_id)
+            result = self._result(c.ctx, Refused(code, ("the gateway failed to process the call",)))
+            if isinstance(exc, Exception):
+                return result
+            raise
+        finally:
+            await self._finish(c, result)
+
+    async def _run(self, c: _Call) -> CallResult:
+        ctx = c.ctx
+        for stage in (self._resolve, self._validate, self._idempotency, self._verify_approval):
+            stop = await stage(c)
+            if stop is not None:
+                return stop if isinstance(stop, CallResult) else self._result(ctx, stop)
+        stop = await self._policy(c)
+        if stop is not None:
+            return stop if isinstance(stop, CallResult) else self._result(ctx, stop)
+        stop = await self.credentials.resolve(ctx)
+        self._audit(ctx, "credentials", stop.code if stop else Code.OK, refs=[r.secret for r in ctx.tool.config.credentials])
+        if stop is not None:
+            return self._result(ctx, stop)
+        return self._result(ctx, await self._execute(c))
+
+    # -- stages -------------------------------------------------------------------------
+
+    async def _resolve(self, c: _Call) -> Outcome | None:
+        c.ctx.tool = self.tools.resolve(c.ctx.call.tool)
+        if c.ctx.tool is None:
+            self._audit(c.ctx, "resolve", Code.UNKNOWN_TOOL, tool=c.ctx.call.tool[:128])
+            return Refused(Code.UNKNOWN_TOOL, (f"no tool named {c.ctx.call.tool[:128]!r} is registered",))
+        self._audit(c.ctx, "resolve", Code.OK, tool=c.ctx.tool.name, tool_version=c.ctx.tool.config.version)
+        return None
+
+    async def _validate(self, c: _Call) -> Outcome | None:
+        ctx, limit = c.ctx, self.config.limits.max_args_bytes
+        try:
+            ctx.args = parse_strict(ctx.call.args_json or b"{}", max_bytes=limit)
+            errors = ctx.tool.validator.errors(ctx.args)
+            if errors:
+                raise ArgumentsError(errors)
+            ctx.args_hash = args_hash(ctx.args)
+            ctx.evidence = parse_strict(ctx.call.evidence_json or b"{}", max_bytes=limit, what="evidence")
+        except ArgumentsError as exc:
+            code = Code.INVALID_EVIDENCE if ctx.args_hash else Code.INVALID_ARGUMENTS
+            self._audit(ctx, "validate", code, errors=len(exc.errors))
+            return Refused(code, (f"{len(exc.errors)} field error(s)",), exc.errors)
+        self._audit(ctx, "validate", Code.OK, args_hash=ctx.args_hash)
+        return None
+
+    async def _idempotency(self, c: _Call) -> CallResult | Outcome | None:
+        ctx = c.ctx
+        key = ctx.call.idempotency_key or _derived_key(ctx)
+        if not key:
+            return None
+        scope = f"idem:{ctx.identity.tenant}:{ctx.tool.name}"
+        got = await self.claims.acquire(
+            scope, key, ctx.args_hash, wait=ctx.tool.config.timeout_seconds + 5, mismatch=Code.IDEMPOTENCY_KEY_REUSED
+        )
+        return self._claimed(c, "idempotency", got)
+
+    async def _verify_approval(self, c: _Call) -> Outcome | None:
+        refusal = await self.approvals.verify_presented(c.ctx)
+        if refusal is not None:
+            return refusal
+        if c.ctx.approval is not None:
+            got = await self.claims.acquire(
+                "grant", c.ctx.approval.grant_id, c.ctx.args_hash, wait=c.ctx.tool.config.timeout_seconds + 5,
+                mismatch=Code.APPROVAL_ARGS_MISMATCH,
+            )
+            return self._claimed(c, "grant", got)
+        return None
+
+    async def _policy(self, c: _Call) -> Outcome | None:
+        ctx = c.ctx
+        doc = policy_stage.build_input(ctx, self.config.gateway_id)
+        ctx.policy_version = self.engine.version
+        try:
+            ctx.decision = await policy_stage.decide(self.engine, doc, self.config.policy.timeout_ms)
+        except PolicyError as exc:
+            self._audit(ctx, "policy", exc.code, detail=exc.detail, policy_version=ctx.policy_version)
+            return Refused(Code(exc.code), ("policy could not decide; the call is denied",))
+        d = ctx.decision
+        full = {"policy_input": doc} if d.audit == "full" else {}
+        self._audit(ctx, "policy", Code.OK, decision=d.decision, reasons=d.reasons, policy_version=ctx.policy_version, **full)
+        if self.config.policy.dry_run and d.decision != "allow":
+            log.warning("dry_run_override", decision_id=ctx.decision_id, decision=d.decision)
+            return None
+        if d.decision == "allow":
+            return None
+        if d.decision == "deny":
+            return Refused(Code.POLICY_DENIED, tuple(d.reasons))
+        if d.decision == "require_more_evidence":
+            return EvidenceRequired(tuple(d.evidence), tuple(d.reasons))
+        if ctx.approval is not None:  # approved, yet the policy still wants more (e.g. quorum 2)
+            return Refused(Code.INVALID_APPROVAL, ("the approval does not satisfy the policy",))
+        outcome = await self.approvals.request(ctx)
+        self._audit(ctx, "approval", outcome.code, approval_id=getattr(outcome, "approval_id", ""))
+        return outcome
+
+    async def _execute(self, c: _Call) -> Observation:
+        ctx = c.ctx
+        c.executed = True
+        result, duration_ms = await self.executor.run(ctx)
+        observation = normalize(ctx, result, duration_ms, self.config.limits.max_observation_bytes)
+        self._audit(
+            ctx, "execute", observation.code, status=observation.status, duration_ms=duration_ms,
+            attempts=observation.attempts, error=observation.error.type if observation.error else "",
+        )
+        return observation
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    def _claimed(self, c: _Call, stage: str, got: Won | Replay | Conflict) -> CallResult | Outcome | None:
+        if isinstance(got, Won):
+            c.claims.append(got)
+            self._audit(c.ctx, stage, Code.OK, claimed=True)
+            return None
+        if isinstance(got, Replay):
+            self._audit(c.ctx, stage, Code.OK, replay_of=got.result.decision_id)
+            return got.result
+        self._audit(c.ctx, stage, got.refusal.code)
+        return got.refusal
+
+    def _result(self, ctx: CallContext, outcome: Outcome) -> CallResult:
+        return CallResult(ctx.decision_id, outcome, ctx.args_hash, ctx.policy_version)
+
+    async def _finish(self, c: _Call, result: CallResult | None) -> None:
+        ctx = c.ctx
+        try:
+            for won in c.claims:
+                if c.executed and result is not None:
+                    await self.claims.complete(won, result)
+                else:
+                    await self.claims.release(won)
+            if c.executed and ctx.approval is not None and result is not None:
+                await self.approvals.executed(ctx, result)
+        finally:
+            code = result.code if result is not None else Code.CANCELLED
+            self._audit(
+                ctx, "result", code, tool=ctx.call.tool[:128], args_hash=ctx.args_hash,
+                replayed=bool(result and result.replayed), executed=c.executed,
+                elapsed_ms=round((time.monotonic() - ctx.started) * 1000, 3),
+            )
+            self.audit.flush()
+
+    def _audit(self, ctx: CallContext, stage: str, code: Any, **fields: Any) -> None:
+        self.audit.record(stage, decision_id=ctx.decision_id, code=str(code), **fields)
+
+
+def _derived_key(ctx: CallContext) -> str:
+    fields = ctx.tool.config.idempotency_key_fields
+    if not fields or ctx.args is None or not all(f in ctx.args for f in fields):
+        return ""
+    return "fields:" + args_hash({f: ctx.args[f] for f in fields})

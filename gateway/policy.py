@@ -1,0 +1,44 @@
+"""The policy stage: build the input document, ask the engine, read the decision strictly.
+
+Errors and timeouts deny (``policy_unavailable``); a malformed or undefined decision denies
+(``policy_invalid_decision``). The engine's parsing is in ``policies``; this module only knows
+the gateway's side of the contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+from typing import Any
+
+from policies import PolicyDecision, PolicyEngine, PolicyError
+
+from gateway.models import CallContext
+
+
+def build_input(ctx: CallContext, gateway_id: str) -> dict[str, Any]:
+    """The policy input document from DESIGN.md. Caller fields are authenticated; run is not."""
+    ident = ctx.identity
+    doc: dict[str, Any] = {
+        "caller": {"tenant": ident.tenant, "agent": ident.agent, "user": ident.user},
+        "tool": ctx.tool.policy_view(),
+        "args": ctx.args,
+        "args_hash": ctx.args_hash,
+        "run": {"id": ctx.call.run_id, "step": ctx.call.step, "evidence": ctx.evidence},
+        "environment": {"gateway_id": gateway_id, "time": datetime.now(timezone.utc).isoformat()},
+    }
+    if ctx.approval is not None:
+        doc["approval"] = {"approvers": list(ctx.approval.approvers), "groups": list(ctx.approval.groups)}
+    return doc
+
+
+async def decide(engine: PolicyEngine, doc: dict[str, Any], timeout_ms: int) -> PolicyDecision:
+    """Evaluate; raise PolicyError (fail closed) on error, timeout or a malformed decision."""
+    try:
+        return await asyncio.wait_for(engine.evaluate(doc), timeout=timeout_ms / 1000)
+    except asyncio.TimeoutError as exc:
+        raise PolicyError("policy_unavailable", f"policy evaluation exceeded {timeout_ms} ms") from exc
+    except PolicyError:
+        raise
+    except Exception as exc:  # any engine failure is a denial, never an allow
+        raise PolicyError("policy_unavailable", f"{type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,101 @@
+"""The gRPC server: ``create_server(config, address) -> (server, port, app)``."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from gateway._proto.toolgate.v1 import gateway_pb2 as pb
+from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
+from gateway.app import GatewayApp
+from gateway.auth import AuthInterceptor
+from gateway.config import Config
+from gateway.servicer import ToolGatewayServicer
+
+
+async def create_server(config: Config, address: str | None = None, *, app: GatewayApp | None = None):
+    """Build and start a server; ``address`` may use port 0. Returns (server, port, app)."""
+    app = app or GatewayApp(config)
+    server = grpc.aio.server(
+        interceptors=[AuthInterceptor(app.authenticator, app.audit)],
+        maximum_concurrent_rpcs=config.limits.max_concurrent_calls,
+        options=[("grpc.max_receive_message_length", config.limits.max_args_bytes * 2 + 65536)],
+    )
+    pb_grpc.add_ToolGatewayServicer_to_server(ToolGatewayServicer(app), server)
+    _add_approvals(server, app)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [pb.DESCRIPTOR.services_by_name[n].full_name for n in ("ToolGateway", "Approvals")]
+    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    port = _bind(server, config, address or config.listen)
+    await server.start()
+    for name in ("", *names):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server, port, app
+
+
+def _add_approvals(server: grpc.aio.Server, app: GatewayApp) -> None:
+    try:
+        from gateway.approvals.servicer import add_approvals_service
+    except ModuleNotFoundError:
+        return
+    add_approvals_service(server, app)
+
+
+def _bind(server: grpc.aio.Server, config: Config, address: str) -> int:
+    if config.tls is None:
+        port = server.add_insecure_port(address)
+    else:
+        tls = config.tls
+        ca = Path(config.resolve(tls.client_ca_file)).read_bytes() if tls.client_ca_file else None
+        creds = grpc.ssl_server_credentials(
+            [(config.resolve(tls.key_file).read_bytes(), config.resolve(tls.cert_file).read_bytes())],
+            root_certificates=ca,
+            require_client_auth=ca is not None,
+        )
+        port = server.add_secure_port(address, creds)
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    return port
+
+
+async def serve(config: Config, address: str | None = None, *, ready=None) -> None:
+    """Run until SIGINT/SIGTERM; SIGHUP reloads the policy."""
+    server, port, app = await create_server(config, address)
+    host = (address or config.listen).rsplit(":", 1)[0]
+    if ready is not None:
+        ready(f"{host}:{port}")
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGHUP, app.reload_policy)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    watcher = asyncio.create_task(_watch_policy(app)) if config.policy.reload_on_change else None
+    try:
+        await stop.wait()
+    finally:
+        if watcher:
+            watcher.cancel()
+        await server.stop(grace=5)
+        await app.close()
+
+
+async def _watch_policy(app: GatewayApp, interval: float = 2.0) -> None:
+    """Poll the bundle folder's files and reload when any changes."""
+    folder = app.config.policy_bundle_path
+
+    def stamp() -> tuple:
+        return tuple(sorted((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in folder.rglob("*") if p.is_file()))
+
+    last = stamp()
+    while True:
+        await asyncio.sleep(interval)
+        now = stamp()
+        if now != last:
+            last = now
+            app.reload_policy()

@@ -1,0 +1,118 @@
+"""The gRPC edge: proto in → domain model → pipeline → proto out. Nothing else."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from gateway._proto.toolgate.v1 import gateway_pb2 as pb
+from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
+from gateway.auth import require_identity
+from gateway.models import ApprovalRequired, CallResult, EvidenceRequired, Observation, Refused, ToolCall
+
+MAX_NAME = 256
+
+
+class ToolGatewayServicer(pb_grpc.ToolGatewayServicer):
+    def __init__(self, app: Any) -> None:
+        self._app = app
+
+    async def ListTools(self, request: pb.ListToolsRequest, context: grpc.aio.ServicerContext) -> pb.ListToolsResponse:
+        tools = await self._app.visible_tools(require_identity())
+        return pb.ListToolsResponse(tools=[_tool_info(t) for t in tools])
+
+    async def ExecuteTool(self, request: pb.ToolCallRequest, context: grpc.aio.ServicerContext) -> pb.ToolCallResponse:
+        identity = require_identity()
+        if not request.tool or len(request.tool) > MAX_NAME:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tool must be a name of 1 to 256 characters")
+        call = ToolCall(
+            tool=request.tool,
+            args_json=request.args_json,
+            run_id=request.run_id,
+            step=request.step,
+            idempotency_key=request.idempotency_key,
+            evidence_json=request.evidence_json,
+            approval_grant=request.approval_grant,
+            approval_id=request.approval_id,
+        )
+        result = await self._app.pipeline.execute(identity, call)
+        return result_to_proto(result)
+
+
+def _tool_info(tool: Any) -> pb.ToolInfo:
+    c = tool.config
+    return pb.ToolInfo(
+        name=c.name,
+        version=c.version,
+        description=c.description,
+        input_schema_json=tool.schema_json,
+        risk=pb.Risk(**c.risk.model_dump()),
+        labels=c.labels,
+    )
+
+
+def timestamp(dt: Any) -> Timestamp:
+    ts = Timestamp()
+    ts.FromDatetime(dt)
+    return ts
+
+
+def result_to_proto(result: CallResult) -> pb.ToolCallResponse:
+    resp = pb.ToolCallResponse(
+        decision_id=result.decision_id,
+        args_hash=result.args_hash,
+        policy_version=result.policy_version,
+        replayed=result.replayed,
+        code=str(result.code),
+    )
+    o = result.outcome
+    if isinstance(o, Observation):
+        resp.observation.CopyFrom(
+            pb.Observation(
+                status=o.status,
+                summary=o.summary,
+                data_json=json.dumps(o.data, ensure_ascii=False).encode(),
+                truncated=o.truncated,
+                error=pb.ErrorInfo(type=o.error.type, message=o.error.message, retryable=o.error.retryable)
+                if o.error
+                else None,
+                duration_ms=o.duration_ms,
+                attempts=o.attempts,
+                redactions=o.redactions,
+                trust=o.trust,
+                flags=list(o.flags),
+                provenance=pb.Provenance(
+                    tool=o.provenance.tool,
+                    tool_version=o.provenance.tool_version,
+                    args_hash=o.provenance.args_hash,
+                    decision_id=o.provenance.decision_id,
+                    approval_id=o.provenance.approval_id,
+                ),
+            )
+        )
+    elif isinstance(o, Refused):
+        resp.refused.CopyFrom(
+            pb.Refused(
+                code=str(o.code),
+                reasons=list(o.reasons),
+                field_errors=[pb.FieldError(path=e.path, message=e.message) for e in o.field_errors],
+                retry_after_seconds=o.retry_after_seconds,
+            )
+        )
+    elif isinstance(o, ApprovalRequired):
+        resp.approval_required.CopyFrom(
+            pb.ApprovalRequired(
+                approval_id=o.approval_id,
+                expires_at=timestamp(o.expires_at),
+                reasons=list(o.reasons),
+                approver_groups=list(o.approver_groups),
+                quorum=o.quorum,
+                approvers=list(o.approvers),
+            )
+        )
+    elif isinstance(o, EvidenceRequired):
+        resp.evidence_required.CopyFrom(pb.EvidenceRequired(missing=list(o.missing), reasons=list(o.reasons)))
+    return resp

@@ -109,12 +109,12 @@ class SQLiteStore:
         for b in buckets:
             row = self._db.execute("SELECT tokens, updated FROM rate_buckets WHERE key=?", (b.key,)).fetchone()
             tokens = b.capacity if row is None else min(b.capacity, row[0] + max(0.0, now - row[1]) * b.per_second)
-            if tokens < 1.0:
+            if tokens < 1.0 - 1e-9:
                 wait = max(wait, (1.0 - tokens) / b.per_second)
             self._db.execute(
                 "INSERT INTO rate_buckets(key, tokens, updated) VALUES (?,?,?) "
                 "ON CONFLICT(key) DO UPDATE SET tokens=excluded.tokens, updated=excluded.updated",
-                (b.key, tokens - 1.0, max(now, row[1]) if row else now),
+                (b.key, max(tokens - 1.0, 0.0), max(now, row[1]) if row else now),
             )
         return wait
 

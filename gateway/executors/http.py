@@ -1,0 +1,198 @@
+"""Call an HTTP endpoint under an egress allow-list.
+
+- The URL comes from the descriptor's template; each ``{name}`` placeholder is filled with
+  the argument percent-encoded as one path/query component (``/``, ``?``, ``#``, ``@`` too).
+- Egress: the effective allow-list is the descriptor's ``allowed_hosts`` ∩ the policy's
+  ``constraints.hosts`` (when policy gave hosts). The host is checked **before** any connection;
+  ``egress_denied`` otherwise. Entries are ``host``, ``host:port`` or ``*.domain`` (sub-domains
+  only). Only ``https`` unless ``options.allow_plain_http`` (tests, loopback services).
+- Redirects are never followed to another host or scheme (``egress_denied``); same-origin
+  redirects are followed up to ``options.max_redirects`` (default 3), each re-checked.
+- TLS verification is always on; proxies from the environment are ignored (``trust_env=False``).
+- The body is streamed and capped (``options.max_response_bytes``, default 1 MiB): beyond it
+  reading stops and the result is marked truncated.
+- Credentials go only into headers (``ResolvedCredentials.headers``); arguments never set headers.
+- ``>= 400`` is a ``tool_error`` (retryable for 408, 429 and 5xx); connection failures are
+  retryable ``tool_error``; timeouts are ``tool_timeout``.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from typing import Any, Mapping
+from urllib.parse import quote
+
+import httpx
+
+from gateway.codes import Code
+from gateway.executors.base import ExecRequest, ExecResult
+
+DEFAULT_MAX_RESPONSE = 1024 * 1024
+DEFAULT_MAX_REDIRECTS = 3
+RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
+
+
+class EgressDenied(Exception):
+    """The destination is not on the effective allow-list."""
+
+
+def render_url(template: str, args: Mapping[str, Any]) -> str:
+    out: list[str] = []
+    for literal, field, spec, conv in string.Formatter().parse(template):
+        out.append(literal)
+        if field is None:
+            continue
+        if spec or conv or not field.isidentifier() or field not in args:
+            raise ValueError(f"URL placeholder {{{field}}} has no scalar argument")
+        value = args[field]
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise ValueError(f"URL placeholder {{{field}}} must be a string or number")
+        out.append(quote(str(value), safe=""))
+    return "".join(out)
+
+
+def effective_hosts(allowed: list[str], constraint_hosts: Any) -> list[str]:
+    """Descriptor allow-list narrowed by policy; an entry survives if policy lists it exactly."""
+    hosts = [h.lower() for h in allowed]
+    if constraint_hosts is None:
+        return hosts
+    narrowed = {str(h).lower() for h in ([constraint_hosts] if isinstance(constraint_hosts, str) else constraint_hosts)}
+    return [h for h in hosts if h in narrowed or _host_only(h) in narrowed]
+
+
+def check_egress(url: httpx.URL, hosts: list[str], *, allow_http: bool) -> None:
+    if url.scheme not in ("https", "http") or (url.scheme == "http" and not allow_http):
+        raise EgressDenied(f"scheme {url.scheme!r} not allowed")
+    if url.userinfo:
+        raise EgressDenied("credentials in the URL are not allowed")
+    host = (url.host or "").lower().rstrip(".")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    if not host or not any(_matches(entry, host, port) for entry in hosts):
+        raise EgressDenied(f"host {host!r} is not allowed")
+
+
+def _matches(entry: str, host: str, port: int) -> bool:
+    name, _, want_port = entry.rpartition(":") if _has_port(entry) else (entry, "", "")
+    if want_port and int(want_port) != port:
+        return False
+    if name.startswith("*."):
+        return host.endswith(name[1:]) and host != name[2:]
+    return host == name
+
+
+def _has_port(entry: str) -> bool:
+    head, sep, tail = entry.rpartition(":")
+    return bool(sep) and tail.isdigit() and not head.endswith(":")
+
+
+def _host_only(entry: str) -> str:
+    return entry.rpartition(":")[0] if _has_port(entry) else entry
+
+
+class HttpExecutor:
+    def __init__(self, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._client = httpx.AsyncClient(
+            follow_redirects=False, verify=True, trust_env=False, transport=transport,
+        )
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    async def execute(self, request: ExecRequest) -> ExecResult:
+        ex = request.tool.executor
+        opts = ex.options
+        try:
+            url = httpx.URL(render_url(ex.url, request.args))
+        except (ValueError, httpx.InvalidURL) as exc:
+            return ExecResult.failure(Code.TOOL_ERROR.value, str(exc))
+        hosts = effective_hosts(ex.allowed_hosts, request.constraints.get("hosts"))
+        creds = request.credentials
+        if creds is not None and creds.hosts is not None:
+            hosts = effective_hosts(hosts, creds.hosts)
+        body = request.args.get(ex.body_arg) if ex.body_arg else None
+        call = _Call(self._client, ex.method.upper(), hosts, bool(opts.get("allow_plain_http")),
+                     dict(creds.headers) if creds is not None else {}, request.timeout, opts)
+        try:
+            return await call.run(url, body)
+        except EgressDenied as exc:
+            return ExecResult.failure(Code.EGRESS_DENIED.value, str(exc), meta={"code": Code.EGRESS_DENIED.value})
+        except httpx.TimeoutException:
+            return ExecResult.failure(Code.TOOL_TIMEOUT.value, f"no response within {request.timeout:g}s",
+                                      retryable=True, meta={"code": Code.TOOL_TIMEOUT.value})
+        except httpx.HTTPError as exc:
+            return ExecResult.failure(Code.TOOL_ERROR.value, f"{type(exc).__name__}: {exc}", retryable=True)
+
+
+class _Call:
+    def __init__(self, client: httpx.AsyncClient, method: str, hosts: list[str], allow_http: bool,
+                 headers: dict[str, str], timeout: float, opts: Mapping[str, Any]) -> None:
+        self.client, self.method, self.hosts, self.allow_http = client, method, hosts, allow_http
+        fixed = {str(k): str(v) for k, v in opts.get("headers", {}).items()}
+        self.headers = {"accept-encoding": "identity", **fixed, **headers}
+        self.timeout = httpx.Timeout(timeout)
+        self.cap = int(opts.get("max_response_bytes", DEFAULT_MAX_RESPONSE))
+        self.max_redirects = int(opts.get("max_redirects", DEFAULT_MAX_REDIRECTS))
+
+    async def run(self, url: httpx.URL, body: Any) -> ExecResult:
+        origin = (url.scheme, url.host, url.port)
+        for _ in range(self.max_redirects + 1):
+            check_egress(url, self.hosts, allow_http=self.allow_http)
+            req = self.client.build_request(self.method, url, headers=self.headers, timeout=self.timeout,
+                                            content=None if body is None else json.dumps(body).encode())
+            if body is not None:
+                req.headers["content-type"] = "application/json"
+            resp = await self.client.send(req, stream=True)
+            try:
+                if resp.status_code not in REDIRECT_STATUS:
+                    return await self._result(resp)
+                url = _redirect_target(url, resp)
+            finally:
+                await resp.aclose()
+            if (url.scheme, url.host, url.port) != origin:
+                raise EgressDenied(f"redirect to another origin ({url.host}) refused")
+            if resp.status_code == 303:
+                self.method, body = "GET", None
+        return ExecResult.failure(Code.TOOL_ERROR.value, "too many redirects")
+
+    async def _result(self, resp: httpx.Response) -> ExecResult:
+        raw, truncated = await _read_capped(resp, self.cap)
+        data = {"status": resp.status_code, "content_type": resp.headers.get("content-type", ""),
+                "body": _decode(raw, resp.headers.get("content-type", ""), truncated)}
+        meta = {"truncated": truncated, "http_status": resp.status_code}
+        if resp.status_code >= 400:
+            return ExecResult.failure(Code.TOOL_ERROR.value, f"HTTP {resp.status_code}",
+                                      retryable=resp.status_code in RETRYABLE_STATUS, data=data, meta=meta)
+        return ExecResult(ok=True, data=data, meta=meta)
+
+
+def _redirect_target(url: httpx.URL, resp: httpx.Response) -> httpx.URL:
+    location = resp.headers.get("location")
+    if not location:
+        raise EgressDenied("redirect without a location")
+    try:
+        return url.join(location)
+    except httpx.InvalidURL as exc:
+        raise EgressDenied("redirect to an invalid URL") from exc
+
+
+async def _read_capped(resp: httpx.Response, cap: int) -> tuple[bytes, bool]:
+    buf = bytearray()
+    async for chunk in resp.aiter_bytes():
+        room = cap - len(buf)
+        if len(chunk) > room:
+            buf += chunk[:room]
+            return bytes(buf), True
+        buf += chunk
+    return bytes(buf), False
+
+
+def _decode(raw: bytes, content_type: str, truncated: bool) -> Any:
+    text = raw.decode("utf-8", errors="replace")
+    if "json" in content_type and not truncated:
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text

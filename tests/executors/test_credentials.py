@@ -1,0 +1,135 @@
+import os
+import stat
+
+import pytest
+
+from gateway.credentials import (
+    CredentialConfigError,
+    CredentialResolver,
+    CredentialUnavailable,
+    EnvProvider,
+    FileProvider,
+    ResolvedCredentials,
+    SecretKey,
+    StaticProvider,
+    credential_files,
+    validate_refs,
+)
+
+TOKEN_A = "tokA-9f8e7d6c5b4a"
+TOKEN_B = "tokB-0a1b2c3d4e5f"
+
+
+def _tool(make_tool, **cred):
+    ref = {"secret": "api_token", "inject": "header", "name": "Authorization", "format": "Bearer {value}", **cred}
+    return make_tool("api", credentials=[ref])
+
+
+def _resolver():
+    return CredentialResolver([StaticProvider({
+        "acme": {"api_token": TOKEN_A, "api_token@read_only": "tokA-ro-11223344"},
+        "globex": {"api_token": TOKEN_B},
+    })])
+
+
+def test_resolution_is_scoped_to_the_tenant(make_tool):
+    tool = _tool(make_tool)
+    a = _resolver().resolve(tool, "acme", {})
+    b = _resolver().resolve(tool, "globex", {})
+    assert a.headers == {"Authorization": f"Bearer {TOKEN_A}"}
+    assert b.headers == {"Authorization": f"Bearer {TOKEN_B}"}
+    assert TOKEN_A not in b.secret_values and TOKEN_B not in a.secret_values
+
+
+def test_unknown_tenant_gets_credential_unavailable_not_another_tenants_secret(make_tool):
+    got = _resolver().resolve(_tool(make_tool), "initech", {})
+    assert got == CredentialUnavailable("api_token", "")
+
+
+def test_policy_variant_narrows_to_the_variant(make_tool):
+    got = _resolver().resolve(_tool(make_tool), "acme", {"credential_variant": "read_only"})
+    assert got.headers["Authorization"] == "Bearer tokA-ro-11223344"
+    assert TOKEN_A not in got.secret_values
+
+
+def test_missing_variant_fails_closed_instead_of_using_the_broader_secret(make_tool):
+    got = _resolver().resolve(_tool(make_tool), "globex", {"credential_variant": "read_only"})
+    assert isinstance(got, CredentialUnavailable) and got.variant == "read_only"
+
+
+@pytest.mark.parametrize("variant", ["../acme", "a/b", 7, ""])
+def test_hostile_or_odd_variant_never_reads_outside_the_tenant(make_tool, variant):
+    got = _resolver().resolve(_tool(make_tool), "acme", {"credential_variant": variant})
+    if variant == "":
+        assert isinstance(got, ResolvedCredentials)
+    else:
+        assert isinstance(got, CredentialUnavailable)
+
+
+def test_hosts_constraint_is_carried_for_the_executor(make_tool):
+    got = _resolver().resolve(_tool(make_tool), "acme", {"hosts": ["api.example.com"]})
+    assert got.hosts == ("api.example.com",)
+
+
+def test_repr_never_shows_values(make_tool):
+    got = _resolver().resolve(_tool(make_tool), "acme", {})
+    assert TOKEN_A not in repr(got) and TOKEN_A not in str(got) and TOKEN_A not in f"{got}"
+
+
+def test_env_provider_reads_tenant_qualified_variables():
+    env = {"TOOLGATE_SECRET_ACME__API_TOKEN": "e1", "TOOLGATE_SECRET_ACME__API_TOKEN__READ_ONLY": "e2"}
+    p = EnvProvider(environ=env)
+    assert p.get(SecretKey("acme", "api_token")) == "e1"
+    assert p.get(SecretKey("acme", "api_token", "read_only")) == "e2"
+    assert p.get(SecretKey("globex", "api_token")) is None
+
+
+def test_file_provider_reads_one_secret_per_file(tmp_path):
+    (tmp_path / "acme").mkdir()
+    (tmp_path / "acme" / "api_token").write_text("f-secret\n")
+    (tmp_path / "acme" / "api_token@read_only").write_text("f-ro")
+    p = FileProvider(tmp_path)
+    assert p.get(SecretKey("acme", "api_token")) == "f-secret"
+    assert p.get(SecretKey("acme", "api_token", "read_only")) == "f-ro"
+    assert p.get(SecretKey("globex", "api_token")) is None
+
+
+@pytest.mark.parametrize("tenant", ["..", "../acme", "acme/..", ""])
+def test_secret_keys_reject_path_traversal(tenant):
+    with pytest.raises(ValueError):
+        SecretKey(tenant, "api_token")
+
+
+def test_providers_are_tried_in_order(make_tool):
+    r = CredentialResolver([StaticProvider({"acme": {}}), StaticProvider({"acme": {"api_token": "second"}})])
+    assert r.resolve(_tool(make_tool), "acme", {}).headers["Authorization"] == "Bearer second"
+
+
+def test_from_config_builds_typed_providers(tmp_path, make_tool):
+    (tmp_path / "s" / "acme").mkdir(parents=True)
+    (tmp_path / "s" / "acme" / "api_token").write_text("from-file")
+    r = CredentialResolver.from_config({"providers": [{"kind": "file", "dir": "s"}]}, tmp_path)
+    assert r.resolve(_tool(make_tool), "acme", {}).headers["Authorization"] == "Bearer from-file"
+    with pytest.raises(CredentialConfigError):
+        CredentialResolver.from_config({"providers": [{"kind": "vault"}]}, tmp_path)
+
+
+def test_file_credentials_are_private_and_removed(make_tool):
+    creds = ResolvedCredentials(files={"kubeconfig": "secret-body"}, secret_values=frozenset({"secret-body"}))
+    with credential_files(creds) as paths:
+        path = paths["kubeconfig"]
+        assert open(path).read() == "secret-body"
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+    assert not os.path.exists(path) and not os.path.exists(os.path.dirname(path))
+
+
+def test_descriptor_injection_must_fit_the_executor(make_tool):
+    bad = make_tool("h", executor={"kind": "http", "url": "https://x"},
+                    credentials=[{"secret": "s", "inject": "env", "name": "S"}])
+    with pytest.raises(CredentialConfigError):
+        validate_refs(bad)
+    bad_header = make_tool("h", executor={"kind": "http", "url": "https://x"},
+                           credentials=[{"secret": "s", "inject": "header", "name": "X: y\r\nEvil"}])
+    with pytest.raises(CredentialConfigError):
+        validate_refs(bad_header)

@@ -1,0 +1,100 @@
+import base64
+import json
+from urllib.parse import quote, quote_plus
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.scrub import REDACTED, Scrubber
+
+SECRET = "s3cr3t/Tok+en=with?odd&chars"
+
+
+def _forms(secret: str) -> dict[str, str]:
+    raw = secret.encode()
+    return {
+        "raw": secret,
+        "b64": base64.b64encode(raw).decode(),
+        "b64_nopad": base64.b64encode(raw).decode().rstrip("="),
+        "b64url": base64.urlsafe_b64encode(raw).decode(),
+        "b64url_nopad": base64.urlsafe_b64encode(raw).decode().rstrip("="),
+        "quote": quote(secret, safe=""),
+        "quote_plus": quote_plus(secret),
+        "hex": raw.hex(),
+        "HEX": raw.hex().upper(),
+        "json_escaped": json.dumps(secret)[1:-1],
+    }
+
+
+@pytest.mark.parametrize("form", list(_forms(SECRET)))
+def test_every_encoded_form_is_removed(form):
+    encoded = _forms(SECRET)[form]
+    text, n = Scrubber([SECRET]).text(f"before {encoded} after")
+    assert encoded not in text and n >= 1
+    assert text.startswith("before ") and text.endswith(" after")
+
+
+@pytest.mark.parametrize("prefix", [b"", b"x", b"xy", b"Authorization: Bearer "])
+def test_secret_inside_a_larger_base64_blob_is_removed(prefix):
+    blob = base64.b64encode(prefix + SECRET.encode() + b" trailing bytes").decode()
+    start = -(-8 * len(prefix) // 6)
+    end = 8 * (len(prefix) + len(SECRET)) // 6
+    secret_chars = blob[start:end]  # the characters that encode only the secret's bits
+    text, n = Scrubber([SECRET]).text(blob)
+    assert n >= 1
+    assert secret_chars not in text and secret_chars[4:-4] not in text
+
+
+def test_json_keys_and_values_are_walked():
+    data = {"token": SECRET, SECRET: 1, "nested": [{"x": f"pre{SECRET}post"}, 3, True, None]}
+    clean, n = Scrubber([SECRET]).data(data)
+    assert SECRET not in json.dumps(clean)
+    assert n == 3
+    assert clean["nested"][1:] == [3, True, None]
+
+
+def test_colliding_scrubbed_keys_are_kept_apart():
+    clean, _ = Scrubber(["aaaaaaaa", "bbbbbbbb"]).data({"aaaaaaaa": 1, "bbbbbbbb": 2})
+    assert sorted(clean.values()) == [1, 2]
+
+
+@pytest.mark.parametrize("sample", [
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nabc\n-----END RSA PRIVATE KEY-----",
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE\n",
+    "AKIAIOSFODNN7EXAMPLE",
+    "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "ghp_" + "a" * 36,
+    "xoxb-1234567890-abcdefghij",
+    "Authorization: Bearer abcdefghijklmnop.qrstu",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "https://user:hunter2hunter2@db.internal/x",
+])
+def test_common_secret_shapes_are_removed_without_knowing_them(sample):
+    text, n = Scrubber().text(f"log: {sample} end")
+    assert n >= 1 and REDACTED in text
+    secretish = sample.split()[-1].split("@")[0][-10:]
+    assert secretish not in text
+
+
+def test_ordinary_text_is_untouched():
+    text = "The quick brown fox; status 200; user=alice; path /v1/items?limit=10"
+    assert Scrubber(["unrelated-secret-value"]).text(text) == (text, 0)
+
+
+def test_numbers_are_left_alone():
+    assert Scrubber(["12345678"]).data({"n": 12345678}) == ({"n": 12345678}, 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    secret=st.text(min_size=8, max_size=40).filter(lambda s: s.strip() == s and "\0" not in s),
+    before=st.text(max_size=20),
+    after=st.text(max_size=20),
+    form=st.sampled_from(list(_forms("x"))),
+)
+def test_property_no_form_of_the_secret_survives(secret, before, after, form):
+    encoded = _forms(secret)[form]
+    text, n = Scrubber([secret]).text(before + encoded + after)
+    assert n >= 1
+    assert encoded not in text

@@ -1,0 +1,164 @@
+"""GatewayClient (sync) and AsyncGatewayClient: the agent's side of the wire contract.
+
+Policy outcomes come back as values (``ToolResult.outcome`` is an ``Observation``,
+``Refused``, ``ApprovalRequired`` or ``EvidenceRequired``); only transport failures raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from runtime_client._errors import (
+    ApprovalTimeoutError,
+    GatewayTimeoutError,
+    GrantUnavailableError,
+)
+from runtime_client._transport import AsyncTransport, Transport
+from runtime_client._types import Approval, ExecuteRequest, ToolResult, ToolSpec
+
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_APPROVAL_TIMEOUT = 900.0
+GRANTED_STATUSES = frozenset({"approved", "executed"})
+
+
+def _target_and_key(target: str | None, api_key: str | None) -> tuple[str, str]:
+    target = target or os.environ.get("TOOLGATE_TARGET", "")
+    api_key = api_key or os.environ.get("TOOLGATE_API_KEY", "")
+    if not target:
+        raise ValueError("no gateway target: pass target= or set TOOLGATE_TARGET")
+    if not api_key:
+        raise ValueError("no API key: pass api_key= or set TOOLGATE_API_KEY")
+    return target, api_key
+
+
+def _request(tool: str, args: dict[str, Any] | None, **fields: Any) -> ExecuteRequest:
+    if not isinstance(tool, str) or not tool:
+        raise ValueError("tool must be a non-empty string")
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise TypeError(f"args must be a dict (a JSON object), not {type(args).__name__}")
+    return ExecuteRequest(tool=tool, args=args, **fields)
+
+
+def _grant_of(approval: Approval) -> str:
+    if approval.status not in GRANTED_STATUSES or not approval.grant:
+        raise GrantUnavailableError(
+            f"approval {approval.approval_id} has no grant (status {approval.status})",
+            approval_id=approval.approval_id, status=approval.status)
+    return approval.grant
+
+
+class AsyncGatewayClient:
+    """Asyncio client. ``transport`` defaults to gRPC at ``target`` (or ``TOOLGATE_TARGET``)."""
+
+    def __init__(self, target: str | None = None, *, api_key: str | None = None,
+                 transport: AsyncTransport | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+        if transport is None:
+            from runtime_client._grpc import AsyncGrpcTransport
+
+            transport = AsyncGrpcTransport(*_target_and_key(target, api_key), timeout=timeout)
+        self._transport = transport
+        self._tools: list[ToolSpec] | None = None
+
+    async def __aenter__(self) -> AsyncGatewayClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._transport.close()
+
+    async def list_tools(self, *, refresh: bool = False) -> list[ToolSpec]:
+        """The tools this caller may see (cached; ``refresh=True`` asks again)."""
+        if self._tools is None or refresh:
+            self._tools = await self._transport.list_tools()
+        return list(self._tools)
+
+    async def execute(self, tool: str, args: dict[str, Any] | None = None, **fields: Any) -> ToolResult:
+        """One ExecuteTool call. ``fields``: run_id, step, idempotency_key, evidence,
+        approval_grant, approval_id."""
+        return await self._transport.execute(_request(tool, args, **fields))
+
+    async def get_approval(self, approval_id: str) -> Approval:
+        return await self._transport.get_approval(approval_id)
+
+    async def wait_for_approval(self, approval_id: str, *,
+                                timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> Approval:
+        """Watch one approval until it is final (approved, rejected, expired, executed)."""
+        try:
+            async with asyncio.timeout(timeout):
+                async for event in self._transport.watch_approval(approval_id, timeout=timeout):
+                    if event.approval.final:
+                        return event.approval
+        except (TimeoutError, GatewayTimeoutError) as exc:
+            raise ApprovalTimeoutError(
+                f"approval {approval_id} not final after {timeout}s", approval_id=approval_id) from exc
+        raise ApprovalTimeoutError(f"watch of {approval_id} ended before a final event",
+                                   approval_id=approval_id)
+
+    async def fetch_grant(self, approval_id: str) -> str:
+        """The gateway-signed grant for an approved request (shown only to the requester)."""
+        return _grant_of(await self.get_approval(approval_id))
+
+    async def execute_approved(self, approval_id: str, tool: str, args: dict[str, Any] | None = None,
+                               **fields: Any) -> ToolResult:
+        """Retry an approved call with its grant; the gateway verifies it is bound to ``args``."""
+        grant = await self.fetch_grant(approval_id)
+        return await self.execute(tool, args, approval_grant=grant, **fields)
+
+
+class GatewayClient:
+    """Blocking client with the same methods as ``AsyncGatewayClient``."""
+
+    def __init__(self, target: str | None = None, *, api_key: str | None = None,
+                 transport: Transport | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+        if transport is None:
+            from runtime_client._grpc import GrpcTransport
+
+            transport = GrpcTransport(*_target_and_key(target, api_key), timeout=timeout)
+        self._transport = transport
+        self._tools: list[ToolSpec] | None = None
+
+    def __enter__(self) -> GatewayClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def list_tools(self, *, refresh: bool = False) -> list[ToolSpec]:
+        if self._tools is None or refresh:
+            self._tools = self._transport.list_tools()
+        return list(self._tools)
+
+    def execute(self, tool: str, args: dict[str, Any] | None = None, **fields: Any) -> ToolResult:
+        return self._transport.execute(_request(tool, args, **fields))
+
+    def get_approval(self, approval_id: str) -> Approval:
+        return self._transport.get_approval(approval_id)
+
+    def wait_for_approval(self, approval_id: str, *,
+                          timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> Approval:
+        try:
+            for event in self._transport.watch_approval(approval_id, timeout=timeout):
+                if event.approval.final:
+                    return event.approval
+        except GatewayTimeoutError as exc:
+            raise ApprovalTimeoutError(
+                f"approval {approval_id} not final after {timeout}s", approval_id=approval_id) from exc
+        raise ApprovalTimeoutError(f"approval {approval_id} not final after {timeout}s",
+                                   approval_id=approval_id)
+
+    def fetch_grant(self, approval_id: str) -> str:
+        return _grant_of(self.get_approval(approval_id))
+
+    def execute_approved(self, approval_id: str, tool: str, args: dict[str, Any] | None = None,
+                         **fields: Any) -> ToolResult:
+        grant = self.fetch_grant(approval_id)
+        return self.execute(tool, args, approval_grant=grant, **fields)

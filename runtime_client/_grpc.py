@@ -1,0 +1,283 @@
+"""gRPC transports. The only module that touches protobuf: convert at this edge.
+
+gRPC errors become ``runtime_client`` exceptions here (``_translate``), nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+import grpc
+
+from gateway._proto.toolgate.v1 import gateway_pb2 as pb
+from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
+from runtime_client._errors import (
+    AuthenticationError,
+    GatewayTimeoutError,
+    MalformedRequestError,
+    ToolgateClientError,
+    TransportError,
+)
+from runtime_client._types import (
+    Approval,
+    ApprovalEvent,
+    ApprovalRequired,
+    ErrorInfo,
+    EvidenceRequired,
+    ExecuteRequest,
+    FieldError,
+    Observation,
+    Provenance,
+    Refused,
+    Risk,
+    ToolResult,
+    ToolSpec,
+)
+
+# ---------------------------------------------------------------- proto -> domain
+
+
+def _json(raw: bytes | str, default: Any = None) -> Any:
+    if not raw:
+        return default
+    return json.loads(raw)
+
+
+def _time(ts: Any) -> datetime | None:
+    if ts is None or (ts.seconds == 0 and ts.nanos == 0):
+        return None
+    return ts.ToDatetime(tzinfo=timezone.utc)
+
+
+def tool_from_proto(msg: pb.ToolInfo) -> ToolSpec:
+    risk = Risk(msg.risk.side_effect, msg.risk.reversibility, msg.risk.data_sensitivity)
+    return ToolSpec(
+        name=msg.name,
+        description=msg.description,
+        input_schema=_json(msg.input_schema_json, {"type": "object"}),
+        risk=risk,
+        version=msg.version,
+        labels=tuple(msg.labels),
+    )
+
+
+def _observation(msg: pb.Observation) -> Observation:
+    error = None
+    if msg.HasField("error") and msg.error.type:
+        error = ErrorInfo(msg.error.type, msg.error.message, msg.error.retryable)
+    p = msg.provenance
+    return Observation(
+        status=msg.status,
+        summary=msg.summary,
+        data=_json(msg.data_json),
+        truncated=msg.truncated,
+        error=error,
+        duration_ms=msg.duration_ms,
+        attempts=msg.attempts,
+        redactions=msg.redactions,
+        trust=msg.trust or "untrusted",
+        flags=tuple(msg.flags),
+        provenance=Provenance(p.tool, p.tool_version, p.args_hash, p.decision_id, p.approval_id),
+    )
+
+
+def _outcome(msg: pb.ToolCallResponse) -> Any:
+    kind = msg.WhichOneof("outcome")
+    if kind == "observation":
+        return _observation(msg.observation)
+    if kind == "refused":
+        r = msg.refused
+        errors = tuple(FieldError(e.path, e.message) for e in r.field_errors)
+        return Refused(r.code, tuple(r.reasons), errors, r.retry_after_seconds)
+    if kind == "approval_required":
+        a = msg.approval_required
+        return ApprovalRequired(
+            a.approval_id, _time(a.expires_at), tuple(a.reasons),
+            tuple(a.approver_groups), a.quorum or 1, tuple(a.approvers),
+        )
+    if kind == "evidence_required":
+        e = msg.evidence_required
+        return EvidenceRequired(tuple(e.missing), tuple(e.reasons))
+    raise TransportError("gateway response carries no outcome")
+
+
+def result_from_proto(tool: str, msg: pb.ToolCallResponse) -> ToolResult:
+    return ToolResult(
+        tool=tool,
+        outcome=_outcome(msg),
+        code=msg.code,
+        decision_id=msg.decision_id,
+        args_hash=msg.args_hash,
+        policy_version=msg.policy_version,
+        replayed=msg.replayed,
+    )
+
+
+def approval_from_proto(msg: pb.Approval) -> Approval:
+    return Approval(
+        approval_id=msg.approval_id,
+        status=msg.status,
+        tool=msg.tool,
+        args=_json(msg.args_json, {}),
+        args_hash=msg.args_hash,
+        run_id=msg.run_id,
+        step=msg.step,
+        tenant=msg.tenant,
+        agent=msg.agent,
+        reasons=tuple(msg.reasons),
+        groups_any=tuple(msg.groups_any),
+        quorum=msg.quorum or 1,
+        approvers=tuple(msg.approvers),
+        rejection_reason=msg.rejection_reason,
+        grant=msg.grant,
+        decision_id=msg.decision_id,
+        created_at=_time(msg.created_at),
+        expires_at=_time(msg.expires_at),
+    )
+
+
+def event_from_proto(msg: pb.ApprovalEvent) -> ApprovalEvent:
+    return ApprovalEvent(msg.type, approval_from_proto(msg.approval))
+
+
+# ---------------------------------------------------------------- domain -> proto
+
+
+def request_to_proto(req: ExecuteRequest) -> pb.ToolCallRequest:
+    return pb.ToolCallRequest(
+        tool=req.tool,
+        args_json=json.dumps(req.args, separators=(",", ":")).encode(),
+        run_id=req.run_id,
+        step=req.step,
+        idempotency_key=req.idempotency_key,
+        evidence_json=json.dumps(req.evidence).encode() if req.evidence else b"",
+        approval_grant=req.approval_grant,
+        approval_id=req.approval_id,
+    )
+
+
+# ---------------------------------------------------------------- errors
+
+_AUTH = {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED}
+
+
+def _translate(exc: grpc.RpcError) -> ToolgateClientError:
+    code = exc.code() if hasattr(exc, "code") else None
+    detail = exc.details() if hasattr(exc, "details") else str(exc)
+    name = code.name if code is not None else "UNKNOWN"
+    message = f"gateway {name}: {detail}"
+    if code in _AUTH:
+        return AuthenticationError(message)
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return MalformedRequestError(message)
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return GatewayTimeoutError(message, status=name)
+    return TransportError(message, status=name)
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except grpc.RpcError as exc:
+        raise _translate(exc) from exc
+
+
+@asynccontextmanager
+async def _atranslated() -> AsyncIterator[None]:
+    try:
+        yield
+    except grpc.RpcError as exc:
+        raise _translate(exc) from exc
+
+
+# ---------------------------------------------------------------- transports
+
+
+class GrpcTransport:
+    """Synchronous transport over a gRPC channel (plaintext unless ``credentials`` given)."""
+
+    def __init__(self, target: str, api_key: str, *, timeout: float = 30.0,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
+        self._channel = (grpc.secure_channel(target, credentials) if credentials
+                         else grpc.insecure_channel(target))
+        self._tools = pb_grpc.ToolGatewayStub(self._channel)
+        self._approvals = pb_grpc.ApprovalsStub(self._channel)
+        self._metadata = (("x-api-key", api_key),)
+        self._timeout = timeout
+
+    def _opts(self, timeout: float | None = None) -> dict[str, Any]:
+        return {"metadata": self._metadata, "timeout": timeout or self._timeout}
+
+    def list_tools(self) -> list[ToolSpec]:
+        with _translated():
+            resp = self._tools.ListTools(pb.ListToolsRequest(), **self._opts())
+        return [tool_from_proto(t) for t in resp.tools]
+
+    def execute(self, request: ExecuteRequest) -> ToolResult:
+        with _translated():
+            resp = self._tools.ExecuteTool(request_to_proto(request), **self._opts())
+        return result_from_proto(request.tool, resp)
+
+    def get_approval(self, approval_id: str) -> Approval:
+        with _translated():
+            msg = self._approvals.Get(pb.GetApprovalRequest(approval_id=approval_id), **self._opts())
+        return approval_from_proto(msg)
+
+    def watch_approval(self, approval_id: str, *, timeout: float) -> Iterator[ApprovalEvent]:
+        req = pb.WatchApprovalsRequest(approval_id=approval_id, include_current=True)
+        with _translated():
+            for msg in self._approvals.Watch(req, **self._opts(timeout)):
+                yield event_from_proto(msg)
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+class AsyncGrpcTransport:
+    """Asyncio transport over a ``grpc.aio`` channel."""
+
+    def __init__(self, target: str, api_key: str, *, timeout: float = 30.0,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
+        self._channel = (grpc.aio.secure_channel(target, credentials) if credentials
+                         else grpc.aio.insecure_channel(target))
+        self._tools = pb_grpc.ToolGatewayStub(self._channel)
+        self._approvals = pb_grpc.ApprovalsStub(self._channel)
+        self._metadata = (("x-api-key", api_key),)
+        self._timeout = timeout
+
+    def _opts(self, timeout: float | None = None) -> dict[str, Any]:
+        return {"metadata": self._metadata, "timeout": timeout or self._timeout}
+
+    async def list_tools(self) -> list[ToolSpec]:
+        async with _atranslated():
+            resp = await self._tools.ListTools(pb.ListToolsRequest(), **self._opts())
+        return [tool_from_proto(t) for t in resp.tools]
+
+    async def execute(self, request: ExecuteRequest) -> ToolResult:
+        async with _atranslated():
+            resp = await self._tools.ExecuteTool(request_to_proto(request), **self._opts())
+        return result_from_proto(request.tool, resp)
+
+    async def get_approval(self, approval_id: str) -> Approval:
+        async with _atranslated():
+            msg = await self._approvals.Get(
+                pb.GetApprovalRequest(approval_id=approval_id), **self._opts())
+        return approval_from_proto(msg)
+
+    async def watch_approval(self, approval_id: str, *, timeout: float) -> AsyncIterator[ApprovalEvent]:
+        req = pb.WatchApprovalsRequest(approval_id=approval_id, include_current=True)
+        call = self._approvals.Watch(req, **self._opts(timeout))
+        try:
+            async with _atranslated():
+                async for msg in call:
+                    yield event_from_proto(msg)
+        finally:
+            call.cancel()
+
+    async def close(self) -> None:
+        await self._channel.close()

@@ -1,0 +1,295 @@
+"""The agent loop: context → decide → (gateway) → observe, until a stop reason.
+
+The runtime owns the budget (``max_steps`` is read once when the run starts; ``decide``
+sees a copy of the state). Every state change goes through the event log; every stage
+emits a trace event; the state is checkpointed after every step and at an approval pause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from runtime_client._checkpoints import CheckpointStore, SQLiteCheckpoints
+from runtime_client._client import AsyncGatewayClient
+from runtime_client._context import Context, ContextConfig, build_context, render_tool_output
+from runtime_client._decisions import (
+    Answer, AskHuman, Decision, InvalidDecision, Stop, ToolCall, ToolCalls, parse_decision,
+)
+from runtime_client._errors import ApprovalTimeoutError, ModelOutputError
+from runtime_client._events import Event, EventLog
+from runtime_client._state import AgentState, PendingApproval, StopReason
+from runtime_client._tool_execution import CallOutcome, PlannedCall, batches, call_one, plan, run_batch
+from runtime_client._trace import TraceEvent, Tracer
+from runtime_client._types import ApprovalRequired, EvidenceRequired, Observation, Refused, ToolSpec
+
+Decide = Callable[..., Any]
+"""``decide(state)`` or ``decide(state, context)``, sync or async, returning a decision."""
+
+_UNSET: Any = object()
+BLOCKING_CODES = frozenset({"rate_limited", "concurrency_limited", "approval_pending"})
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    state: AgentState
+    trace: tuple[TraceEvent, ...]
+    events: tuple[Event, ...]
+
+    @property
+    def stop_reason(self) -> StopReason | None:
+        return self.state.stop_reason
+
+
+def _store(checkpoints: CheckpointStore | None) -> CheckpointStore | None:
+    return SQLiteCheckpoints() if checkpoints is _UNSET else checkpoints
+
+
+async def _call_decide(decide: Decide, state: AgentState, context: Context) -> Any:
+    try:
+        takes_context = len(inspect.signature(decide).parameters) >= 2
+    except (TypeError, ValueError):
+        takes_context = False
+    out = decide(state, context) if takes_context else decide(state)
+    return await out if inspect.isawaitable(out) else out
+
+
+def _describe(decision: Decision) -> dict[str, Any]:
+    if isinstance(decision, ToolCalls):
+        return {"kind": "tool_calls", "tools": [c.name for c in decision.calls]}
+    kind = {Answer: "answer", ToolCall: "tool_call", AskHuman: "ask_human", Stop: "stop"}
+    return {"kind": kind[type(decision)], **{k: getattr(decision, k) for k in decision.__slots__}}
+
+
+class _Runner:
+    def __init__(self, log: EventLog, decide: Decide, gateway: AsyncGatewayClient,
+                 store: CheckpointStore | None, tracer: Tracer, cfg: ContextConfig,
+                 stop_on_tool_error: bool) -> None:
+        self.log, self.decide, self.gateway, self.store = log, decide, gateway, store
+        self.tracer, self.cfg, self.stop_on_tool_error = tracer, cfg, stop_on_tool_error
+        self.budget = log.state.max_steps
+        self.tools: dict[str, ToolSpec] = {}
+
+    @property
+    def state(self) -> AgentState:
+        return self.log.state
+
+    def result(self) -> RunResult:
+        return RunResult(self.state.model_copy(deep=True), tuple(self.tracer.events),
+                         tuple(self.log.events))
+
+    def checkpoint(self) -> None:
+        if self.store is not None:
+            self.store.save(self.state, self.log.events)
+
+    def stop(self, reason: StopReason, step: int, **data: Any) -> None:
+        if self.state.stop_reason is not None:
+            return
+        self.log.record("stopped", reason=reason.value)
+        self.tracer.emit("stop", self.state.run_id, step, reason=reason.value, **data)
+
+    def observe(self, step: int, kind: str, summary: str, **fields: Any) -> None:
+        self.log.record("observation_recorded", step=step, kind=kind, summary=summary, **fields)
+
+    # ------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        try:
+            self.tools = {t.name: t for t in await self.gateway.list_tools()}
+            while self.state.stop_reason is None:
+                if self.state.steps >= self.budget:
+                    self.stop(StopReason.BUDGET_EXHAUSTED, self.state.steps, budget=self.budget)
+                    break
+                await self.step()
+                self.checkpoint()
+        except asyncio.CancelledError:
+            self.stop(StopReason.CANCELLED, self.state.steps)
+            raise
+        finally:
+            self.checkpoint()
+
+    async def step(self) -> None:
+        step = self.state.steps + 1
+        self.log.record("step_started", step=step)
+        started = time.time()
+        context = build_context(self.state, list(self.tools.values()), self.cfg)
+        self.tracer.emit("context_built", self.state.run_id, step, started, **context.summary())
+        decision = await self._decide(step, context)
+        if decision is not None:
+            await self._dispatch(step, decision)
+        if self.state.stop_reason is None and self.state.steps >= self.budget:
+            self.stop(StopReason.BUDGET_EXHAUSTED, step, budget=self.budget)
+
+    async def _decide(self, step: int, context: Context) -> Decision | None:
+        started = time.time()
+        try:
+            raw = await _call_decide(self.decide, self.state.model_copy(deep=True), context)
+            decision = parse_decision(raw)
+        except (InvalidDecision, ModelOutputError) as exc:
+            self.tracer.emit("decision", self.state.run_id, step, started, kind="invalid", error=str(exc))
+            self.observe(step, "decision", f"invalid decision: {exc}", code="invalid_decision")
+            self.stop(StopReason.INVALID_DECISION, step, error=str(exc))
+            return None
+        described = _describe(decision)
+        self.tracer.emit("decision", self.state.run_id, step, started, **described)
+        self.observe(step, "decision", described["kind"], data=described)
+        return decision
+
+    async def _dispatch(self, step: int, decision: Decision) -> None:
+        if isinstance(decision, Answer):
+            self.log.record("message_added", role="assistant", content=decision.text)
+            self.log.record("answered", text=decision.text)
+            self.stop(StopReason.SUCCESS, step)
+        elif isinstance(decision, Stop):
+            self.stop(StopReason(decision.reason), step)
+        elif isinstance(decision, AskHuman):
+            self.log.record("message_added", role="assistant", content=decision.question)
+            self.stop(StopReason.BLOCKED, step, question=decision.question)
+        else:
+            calls = decision.calls if isinstance(decision, ToolCalls) else (decision,)
+            await self._run_calls(step, calls)
+
+    async def _run_calls(self, step: int, calls: tuple[ToolCall, ...]) -> None:
+        planned = plan(self.state.run_id, step, calls)
+        for batch in batches(planned, self.tools):
+            if self.state.stop_reason is not None:
+                for p in batch:
+                    self.observe(step, "runtime", f"skipped {p.call.name}: run stopped", tool=p.call.name)
+                continue
+            for outcome in await run_batch(self.gateway, self.state.run_id, step, batch):
+                self.handle(step, outcome)
+
+    # ------------------------------------------------------------ outcomes
+
+    def handle(self, step: int, outcome: CallOutcome) -> None:
+        call, result = outcome.planned.call, outcome.result
+        run_id = self.state.run_id
+        if result is None:
+            self.tracer.emit("policy_decision", run_id, step, tool=call.name, code="transport_error")
+            self.observe(step, "tool", f"{call.name}: gateway error: {outcome.error}",
+                         tool=call.name, code="transport_error", status="error")
+            self.stop(StopReason.TOOL_FAILURE, step, error=str(outcome.error))
+            return
+        self.tracer.emit("policy_decision", run_id, step, tool=call.name, code=result.code,
+                         outcome=type(result.outcome).__name__, decision_id=result.decision_id,
+                         policy_version=result.policy_version, replayed=result.replayed)
+        o = result.outcome
+        if isinstance(o, Observation):
+            self._observed(step, call, result.decision_id, o)
+        elif isinstance(o, Refused):
+            self._refused(step, call, result.decision_id, o)
+        elif isinstance(o, ApprovalRequired):
+            self._approval_required(step, outcome.planned, result.decision_id, o)
+        elif isinstance(o, EvidenceRequired):
+            self.observe(step, "tool", f"{call.name}: evidence required {list(o.missing)}",
+                         tool=call.name, code="evidence_required", data={"missing": list(o.missing)})
+            self.stop(StopReason.BLOCKED, step, code="evidence_required")
+
+    def _observed(self, step: int, call: ToolCall, decision_id: str, o: Observation) -> None:
+        self.tracer.emit("tool_result", self.state.run_id, step, tool=call.name, status=o.status,
+                         duration_ms=o.duration_ms, flags=list(o.flags))
+        self.observe(step, "tool", o.summary or f"{call.name} {o.status}", tool=call.name,
+                     code="ok" if o.ok else (o.error.type if o.error else "tool_error"),
+                     status=o.status, data=o.data, trust="untrusted", decision_id=decision_id)
+        self.log.record("tool_called", tool=call.name)
+        self.log.record("message_added", role="tool", tool=call.name, trust="untrusted",
+                        content=render_tool_output(o.data if o.ok else o.error and o.error.message))
+        if not o.ok and self.stop_on_tool_error:
+            self.stop(StopReason.TOOL_FAILURE, step, tool=call.name)
+
+    def _refused(self, step: int, call: ToolCall, decision_id: str, o: Refused) -> None:
+        summary = f"{call.name} refused: {o.code}" + (f" ({'; '.join(o.reasons)})" if o.reasons else "")
+        self.observe(step, "tool", summary, tool=call.name, code=o.code, status="refused",
+                     decision_id=decision_id, data={"reasons": list(o.reasons)})
+        self.log.record("message_added", role="assistant", content=f"[runtime] {summary}")
+        reason = StopReason.BLOCKED if o.code in BLOCKING_CODES else StopReason.REFUSED
+        self.stop(reason, step, code=o.code)
+
+    def _approval_required(self, step: int, p: PlannedCall, decision_id: str,
+                           o: ApprovalRequired) -> None:
+        self.observe(step, "tool", f"{p.call.name} awaits approval {o.approval_id}",
+                     tool=p.call.name, code="approval_required", status="pending",
+                     decision_id=decision_id, data={"approval_id": o.approval_id})
+        self.log.record("approval_pending", approval_id=o.approval_id, tool=p.call.name,
+                        input=p.call.input, step=step, idempotency_key=p.idempotency_key,
+                        decision_id=decision_id, reasons=list(o.reasons))
+        self.stop(StopReason.AWAITING_APPROVAL, step, approval_id=o.approval_id)
+        self.checkpoint()
+
+    # ------------------------------------------------------------ resume
+
+    async def redeem(self, wait: float | None) -> bool:
+        """Run approved pending calls exactly once. False when an approval is still pending."""
+        approvals = []
+        for pending in self.state.pending_approvals:
+            approval = await self.gateway.get_approval(pending.approval_id)
+            if not approval.final and wait:
+                try:
+                    approval = await self.gateway.wait_for_approval(pending.approval_id, timeout=wait)
+                except ApprovalTimeoutError:
+                    return False
+            if not approval.final:
+                return False
+            approvals.append((pending, approval))
+        self.log.record("resumed")
+        for pending, approval in approvals:
+            await self._redeem_one(pending, approval.status, approval.grant)
+        return True
+
+    async def _redeem_one(self, pending: PendingApproval, status: str, grant: str) -> None:
+        self.log.record("approval_resolved", approval_id=pending.approval_id, status=status)
+        call = ToolCall(pending.tool, pending.input)
+        if status in ("approved", "executed"):
+            planned = PlannedCall(0, call, f"{pending.idempotency_key}:approved")
+            extra = {"approval_grant": grant} if grant else {"approval_id": pending.approval_id}
+            outcome = await call_one(self.gateway, self.state.run_id, pending.step, planned, **extra)
+            self.handle(pending.step, outcome)
+            self.checkpoint()
+            return
+        code = "approval_rejected" if status == "rejected" else f"approval_{status}"
+        self.observe(pending.step, "tool", f"{pending.tool}: approval {status}", tool=pending.tool,
+                     code=code, status="refused")
+        self.stop(StopReason.REFUSED if status == "rejected" else StopReason.BLOCKED,
+                  pending.step, code=code)
+
+
+async def run_agent(state: AgentState, decide: Decide, gateway: AsyncGatewayClient, *,
+                    checkpoints: CheckpointStore | None = _UNSET, tracer: Tracer | None = None,
+                    context: ContextConfig = ContextConfig(),
+                    stop_on_tool_error: bool = True) -> RunResult:
+    """Run ``decide`` against ``gateway`` until a stop reason. ``checkpoints`` defaults to a
+    SQLite file (``TOOLGATE_CHECKPOINTS`` or ``.toolgate/checkpoints.sqlite3``); ``None`` is off."""
+    if not isinstance(state, AgentState):
+        raise TypeError("state must be an AgentState")
+    if state.stop_reason is not None:
+        raise ValueError(f"run {state.run_id} already stopped ({state.stop_reason}); use resume()")
+    runner = _Runner(EventLog.start(state), decide, gateway, _store(checkpoints),
+                     tracer or Tracer(), context, stop_on_tool_error)
+    await runner.run()
+    return runner.result()
+
+
+async def resume(run_id: str, decide: Decide, gateway: AsyncGatewayClient, *,
+                 checkpoints: CheckpointStore | None = _UNSET, wait: float | None = None,
+                 tracer: Tracer | None = None, context: ContextConfig = ContextConfig(),
+                 stop_on_tool_error: bool = True) -> RunResult:
+    """Continue a run paused for approval: run each approved call exactly once, then loop.
+
+    ``wait`` (seconds) watches still-pending approvals; without it a pending approval leaves
+    the run ``awaiting_approval`` unchanged."""
+    store = _store(checkpoints)
+    if store is None:
+        raise ValueError("resume needs a checkpoint store")
+    state, events = store.load(run_id)
+    runner = _Runner(EventLog(state, events), decide, gateway, store, tracer or Tracer(),
+                     context, stop_on_tool_error)
+    if state.stop_reason is not StopReason.AWAITING_APPROVAL:
+        return runner.result()
+    if await runner.redeem(wait) and runner.state.stop_reason is None:
+        await runner.run()
+    runner.checkpoint()
+    return runner.result()

@@ -1,0 +1,67 @@
+"""Running the tool calls of one decision through the gateway.
+
+Consecutive read-only calls (risk side_effect none/read, as ListTools reports) form one
+batch run with ``asyncio.gather``; every other call (writes, unknown tools) is a batch of
+its own, so writes run one at a time and in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from runtime_client._client import AsyncGatewayClient
+from runtime_client._decisions import ToolCall
+from runtime_client._errors import ToolgateClientError
+from runtime_client._types import ToolResult, ToolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedCall:
+    index: int
+    call: ToolCall
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    planned: PlannedCall
+    result: ToolResult | None
+    error: ToolgateClientError | None = None
+
+
+def plan(run_id: str, step: int, calls: Sequence[ToolCall]) -> list[PlannedCall]:
+    return [PlannedCall(i, c, f"{run_id}:{step}:{i}") for i, c in enumerate(calls)]
+
+
+def batches(planned: list[PlannedCall], tools: dict[str, ToolSpec]) -> list[list[PlannedCall]]:
+    out: list[list[PlannedCall]] = []
+    for p in planned:
+        spec = tools.get(p.call.name)
+        read_only = spec is not None and spec.read_only
+        if read_only and out and out[-1][-1].call.name in tools and _all_read(out[-1], tools):
+            out[-1].append(p)
+        else:
+            out.append([p])
+    return out
+
+
+def _all_read(batch: list[PlannedCall], tools: dict[str, ToolSpec]) -> bool:
+    return all(p.call.name in tools and tools[p.call.name].read_only for p in batch)
+
+
+async def call_one(gateway: AsyncGatewayClient, run_id: str, step: int, p: PlannedCall,
+                   **extra: str) -> CallOutcome:
+    fields = {"run_id": run_id, "step": step, "idempotency_key": p.idempotency_key, **extra}
+    try:
+        return CallOutcome(p, await gateway.execute(p.call.name, p.call.input, **fields))
+    except ToolgateClientError as exc:
+        return CallOutcome(p, None, exc)
+
+
+async def run_batch(gateway: AsyncGatewayClient, run_id: str, step: int,
+                    batch: list[PlannedCall]) -> list[CallOutcome]:
+    if len(batch) == 1:
+        return [await call_one(gateway, run_id, step, batch[0])]
+    return list(await asyncio.gather(*(call_one(gateway, run_id, step, p) for p in batch)))

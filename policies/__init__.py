@@ -1,0 +1,36 @@
+"""The policy decision layer: one engine protocol, an embedded Rego engine (regorus), an
+OPA server client, shadow evaluation, replay, and a ``*_test.rego`` runner.
+
+Errors::
+
+    PolicyError       an evaluation could not produce a valid decision (deny)
+    PolicyLoadError   a bundle could not be loaded
+"""
+
+from policies._decision import (
+    UNDEFINED,
+    ApprovalRequirement,
+    PolicyDecision,
+    parse_decision,
+    single_value,
+)
+from policies._errors import PolicyError, PolicyLoadError
+from policies._factory import build_engine
+from policies._protocol import PolicyEngine
+from policies.embedded import EmbeddedEngine
+from policies.testing import TestResult, run_tests
+
+__all__ = [
+    "ApprovalRequirement",
+    "EmbeddedEngine",
+    "PolicyDecision",
+    "PolicyEngine",
+    "PolicyError",
+    "PolicyLoadError",
+    "TestResult",
+    "UNDEFINED",
+    "build_engine",
+    "parse_decision",
+    "run_tests",
+    "single_value",
+]

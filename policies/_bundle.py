@@ -1,0 +1,210 @@
+"""Reading a policy bundle folder and compiling it into a regorus engine.
+
+A bundle is a folder of ``.rego`` files (searched recursively) and ``data.json`` /
+``data.yaml`` files. As with ``opa run DIR``, a data file in ``DIR/a/b/`` is mounted at
+``data.a.b``. Hidden files and folders (``.name``) are ignored.
+
+regorus resolves function calls lazily, during evaluation, so a policy calling a builtin
+regorus lacks would load fine and then fail on the first call that reaches it. We refuse
+such a bundle at load time instead: every call site in the AST is probed once against an
+empty engine and a missing builtin raises ``PolicyLoadError`` naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import regorus
+import yaml
+
+from policies._errors import PolicyLoadError
+
+_DATA_NAMES = {"data.json", "data.yaml", "data.yml"}
+_MISSING_FN = "could not find function"
+_POSITION = re.compile(r"-->\s*(?P<file>.+?):(?P<line>\d+):(?P<col>\d+)")
+_MESSAGE = re.compile(r"^error:\s*(?P<msg>.+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle:
+    """The files of a bundle, read once: what the engine loads and what the version hashes."""
+
+    root: Path
+    sources: tuple[tuple[Path, str], ...]
+    """(path, text) of every policy file, sorted by path."""
+    data: dict[str, Any]
+    """All data files merged at their mount points."""
+    data_files: tuple[tuple[Path, str], ...]
+    """(path, text) of every data file, for the version hash."""
+
+    @property
+    def version(self) -> str:
+        """``sha256:<first 16 hex>`` over the relative paths and texts of all files."""
+        digest = hashlib.sha256()
+        for path, text in sorted(self.sources + self.data_files):
+            digest.update(self._rel(path).encode() + b"\0" + text.encode() + b"\0")
+        return "sha256:" + digest.hexdigest()[:16]
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix() if path != self.root else path.name
+
+
+def read_bundle(path: Path, *, include_tests: bool = False) -> Bundle:
+    """Read the policy and data files under ``path`` (a folder or one ``.rego`` file).
+
+    Raises ``PolicyLoadError`` when the path does not exist, holds no policy file, or a
+    data file is not valid JSON/YAML, not an object, or collides with another.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise PolicyLoadError(f"{path}: no such policy bundle")
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and not _hidden(p, path))
+    sources = tuple(
+        (p, _read(p)) for p in files if p.suffix == ".rego" and (include_tests or not p.name.endswith("_test.rego"))
+    )
+    if not sources:
+        raise PolicyLoadError(f"{path}: no .rego policy files")
+    data_files = tuple((p, _read(p)) for p in files if p.name in _DATA_NAMES)
+    data: dict[str, Any] = {}
+    root = path if path.is_dir() else path.parent
+    for file, text in data_files:
+        _mount(data, file.parent.relative_to(root).parts, _parse_data(file, text), file)
+    return Bundle(root=root, sources=sources, data=data, data_files=data_files)
+
+
+def compile_bundle(bundle: Bundle) -> regorus.Engine:
+    """A regorus engine with the bundle's policies and data loaded and checked.
+
+    Raises ``PolicyLoadError`` (file:line: message) on a parse error, and naming the
+    builtin when the policy calls one regorus does not implement.
+    """
+    engine = regorus.Engine()
+    for file, text in bundle.sources:
+        try:
+            engine.add_policy(str(file), text)
+        except Exception as exc:  # regorus raises RuntimeError with a rendered message
+            raise PolicyLoadError(describe_engine_error(exc, fallback=str(file))) from exc
+    if bundle.data:
+        try:
+            engine.add_data_json(json.dumps(bundle.data))
+        except Exception as exc:
+            raise PolicyLoadError(f"{bundle.root}: data rejected: {describe_engine_error(exc)}") from exc
+    check_builtins(engine)
+    return engine
+
+
+def check_builtins(engine: regorus.Engine) -> None:
+    """Raise ``PolicyLoadError`` if any call site names a function regorus does not have."""
+    modules = json.loads(engine.get_ast_as_json())
+    user_functions = {name.rsplit(".", 1)[-1] for module in modules for name in _function_names(module["ast"])}
+    for module in modules:
+        for name, arity, line in _calls(module["ast"]):
+            if name.startswith("data.") or name.rsplit(".", 1)[-1] in user_functions:
+                continue
+            if not _builtin_exists(name, arity):
+                raise PolicyLoadError(
+                    f"{module['source']['file']}:{line}: builtin {name} is not implemented by the embedded "
+                    f"engine (regorus); rewrite the rule without it or set policy.engine: opa"
+                )
+
+
+def describe_engine_error(exc: BaseException, fallback: str = "") -> str:
+    """A one-line ``file:line:col: message`` from a regorus error (no Rust backtrace)."""
+    text = str(exc).split("Stack backtrace:")[0]
+    position = _POSITION.search(text)
+    message = _MESSAGE.search(text)
+    msg = message.group("msg").strip() if message else (text.strip().splitlines() or ["unknown error"])[0]
+    if position:
+        return f"{position['file']}:{position['line']}:{position['col']}: {msg}"
+    return f"{fallback}: {msg}" if fallback else msg
+
+
+@cache
+def _builtin_exists(name: str, arity: int) -> bool:
+    probe = regorus.Engine()
+    args = ", ".join(["null"] * arity)
+    probe.add_policy("probe.rego", f"package toolgate_probe\nimport rego.v1\np if {{ x := {name}({args}); x == x }}\n")
+    try:
+        probe.eval_rule_as_json("data.toolgate_probe.p")
+    except Exception as exc:
+        return _MISSING_FN not in str(exc)
+    return True
+
+
+def _calls(node: Any) -> list[tuple[str, int, int]]:
+    """(dotted name, arity, line) of every function call in an AST fragment."""
+    found: list[tuple[str, int, int]] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            call = item.get("Call")
+            if isinstance(call, dict):
+                name = _ref_name(call.get("fcn"))
+                if name:
+                    found.append((name, len(call.get("params") or []), call["span"]["line"]))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def _function_names(ast: dict[str, Any]) -> set[str]:
+    names = set()
+    for rule in ast.get("rules", []):
+        head = (rule.get("Spec") or {}).get("head") or {}
+        if "Func" in head:
+            names.add(_ref_name(head["Func"].get("refr")) or "")
+    return names - {""}
+
+
+def _ref_name(ref: Any) -> str | None:
+    if not isinstance(ref, dict):
+        return None
+    if "Var" in ref:
+        return ref["Var"]["value"]
+    if "RefDot" in ref:
+        base = _ref_name(ref["RefDot"]["refr"])
+        return f"{base}.{ref['RefDot']['field'][1]}" if base else None
+    return None
+
+
+def _hidden(path: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyLoadError(f"{path}: cannot read: {exc}") from exc
+
+
+def _parse_data(path: Path, text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise PolicyLoadError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from exc
+    if value is None and path.suffix != ".json":
+        return {}
+    if not isinstance(value, dict):
+        raise PolicyLoadError(f"{path}: the top level of a data file must be an object")
+    return value
+
+
+def _mount(data: dict[str, Any], parts: tuple[str, ...], value: dict[str, Any], file: Path) -> None:
+    node = data
+    for part in parts:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise PolicyLoadError(f"{file}: data path {'.'.join(parts)} collides with another data file")
+    for key, item in value.items():
+        if key in node:
+            raise PolicyLoadError(f"{file}: data key {'.'.join((*parts, key))} is defined twice")
+        node[key] = item

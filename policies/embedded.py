@@ -1,0 +1,97 @@
+"""The embedded engine: in-process Rego on regorus (PyPI ``gordon-to-regorus``).
+
+Evaluation runs inline, on the caller's thread, inside the ``async`` methods: one eval of
+the default bundle takes ~10 µs, far less than handing it to a worker thread would cost,
+and with no ``await`` between setting the input and reading the result, two coroutines
+cannot interleave on the one engine.
+
+Timeouts, honestly: regorus cannot be interrupted from Python and does not release the
+GIL, so nothing can stop an evaluation half-way. ``timeout_ms`` is enforced after the
+fact: an evaluation that took longer is discarded and denies with ``policy_unavailable``,
+so a slow policy never *allows* late, but it does hold the event loop while it runs.
+Rego has no unbounded loops; what can be slow is a policy doing large comprehensions over
+large data, which is a policy bug to catch in review and in ``toolgate policy test``. A
+policy that needs a hard wall-clock bound belongs on the ``opa`` engine, whose HTTP call
+is cancelled at the timeout.
+
+Errors: any exception regorus raises during evaluation (type errors, conflicts, builtin
+errors — regorus raises where OPA would leave a rule undefined) ⇒
+``PolicyError("policy_unavailable")``; an undefined or malformed decision ⇒
+``PolicyError("policy_invalid_decision")``. Both deny.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import regorus
+
+from policies._bundle import compile_bundle, describe_engine_error, read_bundle
+from policies._decision import PolicyDecision, parse_decision, single_value
+from policies._errors import POLICY_UNAVAILABLE, PolicyError
+
+DEFAULT_QUERY = "data.toolgate.decision"
+
+
+class EmbeddedEngine:
+    """A bundle folder compiled into regorus; ``reload()`` swaps in a fresh compile."""
+
+    def __init__(self, path: Path, *, query: str = DEFAULT_QUERY, timeout_ms: int = 500) -> None:
+        """Load the bundle at ``path``; raises ``PolicyLoadError`` if it does not load."""
+        if timeout_ms <= 0:
+            raise ValueError("timeout_ms must be positive")
+        self._path = Path(path)
+        self._query = query
+        self._timeout_s = timeout_ms / 1000
+        self._engine, self._version = self._build()
+
+    @classmethod
+    def from_bundle(cls, path: Path, query: str = DEFAULT_QUERY, timeout_ms: int = 500) -> EmbeddedEngine:
+        """Load the bundle at ``path``; raises ``PolicyLoadError`` if it does not load."""
+        return cls(path, query=query, timeout_ms=timeout_ms)
+
+    @property
+    def version(self) -> str:
+        """``sha256:<16 hex>`` over the sorted policy sources and data of the serving bundle."""
+        return self._version
+
+    async def evaluate(self, input: dict[str, Any]) -> PolicyDecision:
+        """The decision for ``input``; raises ``PolicyError`` (see the module docstring)."""
+        return parse_decision(self._eval(self._query, input))
+
+    async def query(self, path: str, input: dict[str, Any]) -> Any:
+        """The value at ``path`` or ``UNDEFINED``; raises ``PolicyError`` on engine errors."""
+        return self._eval(path, input)
+
+    def evaluate_sync(self, input: dict[str, Any]) -> PolicyDecision:
+        """``evaluate`` for synchronous callers (CLI, benchmarks, replay)."""
+        return parse_decision(self._eval(self._query, input))
+
+    def reload(self) -> None:
+        """Recompile the bundle; on ``PolicyLoadError`` the old policy keeps serving."""
+        self._engine, self._version = self._build()
+
+    async def close(self) -> None:
+        """Nothing to release; present for the protocol."""
+
+    def _build(self) -> tuple[regorus.Engine, str]:
+        bundle = read_bundle(self._path)
+        return compile_bundle(bundle), bundle.version
+
+    def _eval(self, path: str, input: dict[str, Any]) -> Any:
+        engine = self._engine
+        started = time.perf_counter()
+        try:
+            engine.set_input_json(json.dumps(input, allow_nan=False))
+            raw = engine.eval_query_as_json(path)
+        except (TypeError, ValueError) as exc:
+            raise PolicyError(POLICY_UNAVAILABLE, f"input is not JSON-serialisable: {exc}") from exc
+        except Exception as exc:  # regorus raises RuntimeError for every evaluation error
+            raise PolicyError(POLICY_UNAVAILABLE, describe_engine_error(exc)) from exc
+        elapsed = time.perf_counter() - started
+        if elapsed > self._timeout_s:
+            raise PolicyError(POLICY_UNAVAILABLE, f"evaluation took {elapsed * 1000:.1f} ms, over the timeout")
+        return single_value(json.loads(raw).get("result", []))

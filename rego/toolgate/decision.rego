@@ -1,0 +1,169 @@
+# toolgate's default policy bundle. The gateway queries data.toolgate.decision
+# (and data.toolgate.visible when listing tools). Input and decision documents are
+# specified in DESIGN.md, "Policy contract".
+#
+# Order of precedence, first match wins:
+#   1. any deny reason                 => deny (deny beats everything, approvals included)
+#   2. missing evidence                => require_more_evidence
+#   3. an approval rule not yet met    => require_approval
+#   4. a permit (read, small refund, approval met) => allow
+#   5. otherwise                       => deny ("no rule permits this call")
+#
+# At most one approval rule applies to a call; when several could, the first in
+# approval_rule's else-chain wins (refund tiers, then sensitive paths, then writes).
+package toolgate
+
+import rego.v1
+
+# ---------------------------------------------------------------- tool listing
+
+default visible := true
+
+visible := false if "hidden" in input.tool.labels
+
+# ---------------------------------------------------------------- facts
+
+side_effect := input.tool.risk.side_effect
+
+read_effects := {"none", "read"}
+
+write_effects := {"write", "external_write"}
+
+is_refund if input.tool.name == "refund"
+
+refund_amount := input.args.amount if {
+	is_refund
+	is_number(input.args.amount)
+}
+
+refund_tier := "auto" if refund_amount <= 100
+
+refund_tier := "single" if {
+	refund_amount > 100
+	refund_amount <= 1000
+}
+
+refund_tier := "dual" if {
+	refund_amount > 1000
+	refund_amount <= 10000
+}
+
+ticket_present if {
+	ticket := input.run.evidence.ticket_id
+	is_string(ticket)
+	ticket != ""
+}
+
+ticket_present if is_number(input.run.evidence.ticket_id)
+
+# A path is sensitive if it has a "secrets" segment anywhere (so "secrets/x",
+# "./secrets/x" and "a/../secrets/x" all match) or mentions ssh keys or env files.
+sensitive_path if {
+	path := input.args.path
+	is_string(path)
+	sensitive(path)
+}
+
+sensitive(path) if "secrets" in split(path, "/")
+
+sensitive(path) if contains(path, ".ssh")
+
+sensitive(path) if contains(path, ".env")
+
+sensitive(path) if contains(path, "id_rsa")
+
+# ---------------------------------------------------------------- deny
+
+deny contains "destructive tools are denied by default" if side_effect == "destructive"
+
+deny contains "refund amount must be a number" if {
+	is_refund
+	not is_number(input.args.amount)
+}
+
+deny contains "refund amount must not be negative" if refund_amount < 0
+
+deny contains "refunds above 10000 are denied" if refund_amount > 10000
+
+# ---------------------------------------------------------------- evidence
+
+missing_evidence contains "ticket_id" if {
+	refund_tier == "dual"
+	not ticket_present
+}
+
+# ---------------------------------------------------------------- approval
+
+approval_rule := {
+	"reason": "refunds above 1000 need two finance approvers",
+	"requirement": {"groups_any": ["finance"], "quorum": 2, "ttl_seconds": 900},
+} if {
+	refund_tier == "dual"
+	ticket_present
+} else := {
+	"reason": "refunds above 100 need finance approval",
+	"requirement": {"groups_any": ["finance"], "quorum": 1, "ttl_seconds": 900},
+} if {
+	refund_tier == "single"
+} else := {
+	"reason": "sensitive path needs security approval",
+	"requirement": {"groups_any": ["security"], "quorum": 1, "ttl_seconds": 900},
+} if {
+	sensitive_path
+} else := {
+	"reason": "write tools need ops approval",
+	"requirement": {"groups_any": ["ops"], "quorum": 1, "ttl_seconds": 900},
+} if {
+	not is_refund
+	side_effect in write_effects
+}
+
+approvers := {a | some a in input.approval.approvers; is_string(a); a != ""}
+
+approval_satisfied if {
+	requirement := approval_rule.requirement
+	count(approvers) >= requirement.quorum
+	some group in input.approval.groups
+	group in requirement.groups_any
+}
+
+# ---------------------------------------------------------------- permit
+
+permit contains "read-only tool" if {
+	not is_refund
+	side_effect in read_effects
+}
+
+permit contains "refund within the automatic limit (100)" if refund_tier == "auto"
+
+permit contains sprintf("approved by %s (quorum %d met)", [concat(", ", approval_rule.requirement.groups_any), approval_rule.requirement.quorum]) if {
+	approval_satisfied
+}
+
+# ---------------------------------------------------------------- decision
+
+default audit_level := "minimal"
+
+audit_level := "full" if side_effect in {"write", "external_write", "destructive"}
+
+audit_level := "full" if is_refund
+
+default tool_constraints := {}
+
+tool_constraints := input.tool.constraints if is_object(input.tool.constraints)
+
+result(kind, reasons) := {"decision": kind, "reasons": reasons, "constraints": tool_constraints, "audit": audit_level}
+
+default decision := {"decision": "deny", "reasons": ["no rule permits this call"], "constraints": {}, "audit": "full"}
+
+decision := result("deny", sort(deny)) if {
+	count(deny) > 0
+} else := object.union(result("require_more_evidence", reasons), {"evidence": sort(missing_evidence)}) if {
+	count(missing_evidence) > 0
+	reasons := [sprintf("missing evidence: %s", [concat(", ", sort(missing_evidence))])]
+} else := object.union(result("require_approval", [approval_rule.reason]), {"approval": approval_rule.requirement}) if {
+	approval_rule
+	not approval_satisfied
+} else := result("allow", sort(permit)) if {
+	count(permit) > 0
+} else := result("deny", ["no rule permits this call"])

@@ -1,0 +1,78 @@
+"""The default bundle through build_engine, on the demo tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.config import Config
+from policies import EmbeddedEngine, PolicyEngine, build_engine
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def policy_input(name: str, side_effect: str, args: dict, **extra) -> dict:
+    doc = {
+        "caller": {"tenant": "acme", "agent": "bot", "user": "alice"},
+        "tool": {
+            "name": name,
+            "version": "1",
+            "risk": {"side_effect": side_effect, "reversibility": "reversible", "data_sensitivity": "internal"},
+            "labels": [],
+            "constraints": {},
+        },
+        "args": args,
+        "args_hash": "sha256:00",
+        "run": {"id": "r", "step": 1, "evidence": {}},
+        "environment": {"gateway_id": "toolgate", "time": "2025-01-01T00:00:00Z"},
+    }
+    doc.update(extra)
+    return doc
+
+
+@pytest.fixture
+def engine() -> EmbeddedEngine:
+    built = build_engine(Config(base_dir=str(REPO)))
+    assert isinstance(built, EmbeddedEngine) and isinstance(built, PolicyEngine)
+    return built
+
+
+@pytest.mark.parametrize(
+    "name, side_effect, args, expected, audit",
+    [
+        ("read_file", "read", {"path": "docs/a.md"}, "allow", "minimal"),
+        ("list_dir", "read", {"path": "."}, "allow", "minimal"),
+        ("lookup_policy", "read", {"topic": "refunds"}, "allow", "minimal"),
+        ("run_command", "read", {"command": "uptime"}, "allow", "minimal"),
+        ("http_get", "read", {"url": "https://example.com"}, "allow", "minimal"),
+        ("read_file", "read", {"path": "secrets/api.txt"}, "require_approval", "minimal"),
+        ("write_file", "write", {"path": "notes/a.md", "content": "x"}, "require_approval", "full"),
+        ("delete_file", "destructive", {"path": "notes/a.md"}, "deny", "full"),
+        ("refund", "external_write", {"amount": 20, "order_id": "o", "currency": "EUR"}, "allow", "full"),
+        ("refund", "external_write", {"amount": 500, "order_id": "o", "currency": "EUR"}, "require_approval", "full"),
+        ("refund", "external_write", {"amount": 5000, "order_id": "o", "currency": "EUR"}, "require_more_evidence", "full"),
+        ("refund", "external_write", {"amount": 50000, "order_id": "o", "currency": "EUR"}, "deny", "full"),
+    ],
+)
+async def test_demo_tools(engine, name, side_effect, args, expected, audit):
+    decision = await engine.evaluate(policy_input(name, side_effect, args))
+    assert (decision.decision, decision.audit) == (expected, audit)
+    assert decision.reasons
+
+
+async def test_verified_approval_allows_the_write(engine):
+    doc = policy_input("write_file", "write", {"path": "a"}, approval={"approvers": ["bob"], "groups": ["ops"]})
+    assert (await engine.evaluate(doc)).decision == "allow"
+
+
+async def test_hidden_tools_are_not_visible(engine):
+    doc = policy_input("debug", "read", {})
+    assert await engine.query("data.toolgate.visible", doc) is True
+    doc["tool"]["labels"] = ["hidden"]
+    assert await engine.query("data.toolgate.visible", doc) is False
+
+
+def test_opa_engine_needs_part_two():
+    with pytest.raises(NotImplementedError):
+        build_engine(Config(base_dir=str(REPO), policy={"engine": "opa"}))

@@ -1,0 +1,23 @@
+"""The public names of the policies package are pinned."""
+
+import policies
+
+
+def test_exported_names_are_pinned_and_sorted():
+    assert policies.__all__ == sorted(policies.__all__)
+    assert set(policies.__all__) == {
+        "UNDEFINED",
+        "ApprovalRequirement",
+        "EmbeddedEngine",
+        "PolicyDecision",
+        "PolicyEngine",
+        "PolicyError",
+        "PolicyLoadError",
+        "TestResult",
+        "build_engine",
+        "parse_decision",
+        "run_tests",
+        "single_value",
+    }
+    for name in policies.__all__:
+        assert getattr(policies, name) is not None

@@ -1,0 +1,112 @@
+"""Shared fixtures: a demo-based config in a temp data dir and an in-process gateway on port 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import yaml
+
+from gateway._proto.toolgate.v1 import gateway_pb2 as pb
+from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
+from gateway.config import Config, load_config
+from gateway.testing import start_gateway
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_CONFIG = ROOT / "examples" / "toolgate.yaml"
+AGENT_KEY = "demo-agent-key"
+
+TEST_TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "count_call",
+        "description": "records each execution (test side-effect counter)",
+        "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "additionalProperties": True},
+        "risk": {"side_effect": "read"},
+        "executor": {"kind": "python", "callable": "gateway.testing:count_call"},
+    },
+    {
+        "name": "echo",
+        "description": "returns its arguments",
+        "input_schema": {"type": "object"},
+        "risk": {"side_effect": "none"},
+        "executor": {"kind": "python", "callable": "gateway.testing:echo"},
+    },
+    {
+        "name": "sleep",
+        "description": "sleeps",
+        "input_schema": {"type": "object", "properties": {"seconds": {"type": "number", "maximum": 30}}},
+        "risk": {"side_effect": "none"},
+        "executor": {"kind": "python", "callable": "gateway.testing:sleep"},
+        "timeout_seconds": 30,
+    },
+    {
+        "name": "sleep_short",
+        "description": "sleeps, with a 0.3 s timeout",
+        "input_schema": {"type": "object", "properties": {"seconds": {"type": "number"}}},
+        "risk": {"side_effect": "write"},
+        "executor": {"kind": "python", "callable": "gateway.testing:sleep"},
+        "timeout_seconds": 0.3,
+    },
+]
+
+
+def demo_config(tmp_path: Path, **overrides: Any) -> Config:
+    """The demo config, plus test tools, with its data dir in tmp_path."""
+    raw = yaml.safe_load(DEMO_CONFIG.read_text())
+    raw["tools"] = raw["tools"] + TEST_TOOLS
+    raw["data_dir"] = str(tmp_path / "data")
+    raw.update(overrides)
+    path = tmp_path / "toolgate.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    # keep relative paths (the policy bundle) pointing into the repository
+    cfg = load_config(path)
+    return cfg.model_copy(update={"base_dir": str(DEMO_CONFIG.parent)}) if "policy" not in overrides else cfg
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Config:
+    return demo_config(tmp_path)
+
+
+@pytest.fixture
+async def gateway(config: Config):
+    running = await start_gateway(config)
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+class Client:
+    """A thin async test client: raw gRPC stubs with the API key in metadata."""
+
+    def __init__(self, address: str, api_key: str = AGENT_KEY) -> None:
+        self.channel = grpc.aio.insecure_channel(address)
+        self.stub = pb_grpc.ToolGatewayStub(self.channel)
+        self.metadata = (("x-api-key", api_key),) if api_key else ()
+
+    async def call(self, tool: str, args: bytes | str = b"{}", **fields: Any) -> pb.ToolCallResponse:
+        raw = args.encode() if isinstance(args, str) else args
+        return await self.stub.ExecuteTool(
+            pb.ToolCallRequest(tool=tool, args_json=raw, **fields), metadata=self.metadata, timeout=30
+        )
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+
+@pytest.fixture
+async def client(gateway):
+    c = Client(gateway.address)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+def audit_records(path: Path) -> list[dict[str, Any]]:
+    import json
+
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]

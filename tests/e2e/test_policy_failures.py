@@ -1,0 +1,75 @@
+"""Policy errors, malformed and undefined decisions all deny, and are audited (issue A)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.testing import calls_recorded, start_gateway
+from tests.conftest import Client, audit_records, demo_config
+
+HEADER = "package toolgate\nimport rego.v1\nvisible := true\n"
+
+CASES = {
+    "unknown_decision_value": ('decision := {"decision": "allow_all", "reasons": []}', "policy_invalid_decision"),
+    "decision_not_an_object": ('decision := "allow"', "policy_invalid_decision"),
+    "extra_field": ('decision := {"decision": "allow", "reasons": [], "sudo": true}', "policy_invalid_decision"),
+    "reasons_wrong_type": ('decision := {"decision": "allow", "reasons": "fine"}', "policy_invalid_decision"),
+    "approval_without_requirement": ('decision := {"decision": "require_approval", "reasons": []}', "policy_invalid_decision"),
+    "undefined": ('decision := {"decision": "allow"} if input.never_set', "policy_invalid_decision"),
+    "wrong_package_query": ("other := 1", "policy_invalid_decision"),
+    "runtime_error": ('decision := {"decision": "allow", "n": to_number("not a number")}', "policy_unavailable"),
+    "conflicting_values": (
+        'decision := {"decision": "allow"} if true\ndecision := {"decision": "deny"} if input.args',
+        "policy_unavailable",
+    ),
+}
+
+
+def _gateway_config(tmp_path: Path, body: str):
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "policy.rego").write_text(HEADER + body + "\n")
+    return demo_config(tmp_path, policy={"bundle": str(bundle)})
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+async def test_bad_decisions_deny_and_never_execute(tmp_path, name):
+    body, code = CASES[name]
+    running = await start_gateway(_gateway_config(tmp_path, body))
+    client = Client(running.address)
+    try:
+        resp = await client.call("count_call", '{"n": 1}')
+    finally:
+        await client.close()
+        await running.stop()
+    assert resp.WhichOneof("outcome") == "refused"
+    assert resp.refused.code in {"policy_invalid_decision", "policy_unavailable"}
+    assert resp.refused.code == code, resp.refused
+    assert calls_recorded(running.app.config.data_path / "sandbox", "count_call") == 0
+    records = [r for r in audit_records(running.app.config.audit_path) if r["decision_id"] == resp.decision_id]
+    policy = [r for r in records if r["stage"] == "policy"]
+    assert policy and policy[0]["code"] == code and policy[0]["detail"]
+    assert records[-1]["stage"] == "result" and records[-1]["executed"] is False
+
+
+async def test_policy_reload_keeps_the_old_policy_when_the_new_one_is_broken(tmp_path):
+    cfg = _gateway_config(tmp_path, 'decision := {"decision": "allow", "reasons": []}')
+    running = await start_gateway(cfg)
+    client = Client(running.address)
+    try:
+        version = running.app.engine.version
+        (cfg.policy_bundle_path / "policy.rego").write_text(HEADER + "decision := {{{ not rego")
+        assert running.app.reload_policy() is False
+        assert running.app.engine.version == version
+        assert (await client.call("echo", "{}")).code == "ok"
+        (cfg.policy_bundle_path / "policy.rego").write_text(HEADER + 'decision := {"decision": "deny", "reasons": ["closed"]}')
+        assert running.app.reload_policy() is True
+        resp = await client.call("echo", "{}")
+        assert resp.code == "policy_denied" and resp.policy_version != version
+    finally:
+        await client.close()
+        await running.stop()
+    stages = [r["code"] for r in audit_records(cfg.audit_path) if r["stage"] == "policy_reload"]
+    assert stages == ["policy_reload_failed", "ok"]

@@ -1,0 +1,35 @@
+"""Schema migrations for the PostgreSQL store, applied in order at start-up.
+
+A migration is a version, a name and its statements; it runs in one transaction together
+with its row in ``schema_migrations``. Add new ones at the end, never edit an applied one.
+Times are ``DOUBLE PRECISION`` seconds since the epoch (the ``now`` the callers pass).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+POSTGRES: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "claims and rate buckets",
+        (
+            """CREATE TABLE IF NOT EXISTS claims (
+                scope TEXT NOT NULL, key TEXT NOT NULL, args_hash TEXT NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('running', 'done')), outcome TEXT,
+                created DOUBLE PRECISION NOT NULL, finished DOUBLE PRECISION,
+                PRIMARY KEY (scope, key))""",
+            """CREATE TABLE IF NOT EXISTS rate_buckets (
+                key TEXT PRIMARY KEY, tokens DOUBLE PRECISION NOT NULL,
+                updated DOUBLE PRECISION NOT NULL)""",
+        ),
+    ),
+)

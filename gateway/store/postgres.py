@@ -1,0 +1,224 @@
+"""PostgreSQL store: several gateway replicas share one database.
+
+Same protocol and semantics as the SQLite store (``gateway.store.base``):
+
+- ``claim``: ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` — exactly one caller, on any
+  replica, gets ``claimed``; the others read the existing row.
+- ``complete`` / ``release``: compare-and-set on ``status = 'running'``, so a finished claim
+  is never overwritten or dropped.
+- ``take_tokens``: one transaction that locks every bucket row (in key order, so two
+  replicas cannot deadlock), then takes a token from each or from none.
+
+Start-up applies the schema migrations (``gateway.store.migrations``) under a session
+advisory lock, so replicas starting together apply each migration once. The constructor is
+synchronous (it runs while the app is built) and raises ``StoreUnavailable`` when the
+database cannot be reached, so the gateway does not start without its store.
+
+Errors: every ``psycopg`` error (connection refused, connection cut by a restart, pool
+timeout) is translated at one boundary, ``_connection``, into ``StoreUnavailable``; the
+pipeline turns that into an audited refusal (fail closed). Connections are checked when
+taken from the pool and broken ones replaced, so after a PostgreSQL restart the store
+recovers by itself; while the server is down a call waits at most ``timeout`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Sequence
+
+import psycopg
+import structlog
+from psycopg_pool import AsyncConnectionPool
+
+from gateway.store.base import BucketSpec, Claim, ClaimStatus, StoreUnavailable
+from gateway.store.migrations import POSTGRES, Migration
+
+log = structlog.get_logger("toolgate.store.postgres")
+
+MIGRATION_LOCK = 0x746F6F6C67617465  # "toolgate": the advisory lock key for migrations
+_CLAIM_RETRIES = 5
+
+
+class PostgresStore:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 5.0,
+        migrate: bool = True,
+    ) -> None:
+        """Apply migrations (unless ``migrate=False``) and prepare the pool (opened on first use).
+
+        ``timeout``: seconds a call waits for a healthy connection before ``StoreUnavailable``.
+        """
+        if not dsn:
+            raise ValueError("store.kind postgres needs store.dsn")
+        if not 0 < min_size <= max_size:
+            raise ValueError("need 0 < min_size <= max_size")
+        self.dsn = dsn
+        if migrate:
+            apply_migrations(dsn, connect_timeout=timeout)
+        self._pool = AsyncConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            open=False,
+            check=AsyncConnectionPool.check_connection,
+            kwargs={"autocommit": True},
+            reconnect_timeout=timeout * 12,
+            name="toolgate-store",
+        )
+        self._opened = False
+        self._open_lock = asyncio.Lock()
+
+    # -- claims ---------------------------------------------------------------------------
+
+    async def claim(self, scope: str, key: str, args_hash: str, now: float) -> Claim:
+        async with self._connection() as conn:
+            for _ in range(_CLAIM_RETRIES):
+                inserted = await (await conn.execute(
+                    "INSERT INTO claims(scope, key, args_hash, status, created) VALUES (%s, %s, %s, 'running', %s) "
+                    "ON CONFLICT (scope, key) DO NOTHING RETURNING args_hash",
+                    (scope, key, args_hash, now),
+                )).fetchone()
+                if inserted is not None:
+                    return Claim(ClaimStatus.CLAIMED, args_hash)
+                row = await self._select_claim(conn, scope, key)
+                if row is not None:  # else released between the two statements: try again
+                    return row
+        raise StoreUnavailable(f"claim {scope}/{key} kept changing under {_CLAIM_RETRIES} attempts")
+
+    async def get_claim(self, scope: str, key: str) -> Claim | None:
+        async with self._connection() as conn:
+            return await self._select_claim(conn, scope, key)
+
+    async def complete(self, scope: str, key: str, outcome_json: str, now: float) -> None:
+        async with self._connection() as conn:
+            await conn.execute(
+                "UPDATE claims SET status = 'done', outcome = %s, finished = %s "
+                "WHERE scope = %s AND key = %s AND status = 'running'",
+                (outcome_json, now, scope, key),
+            )
+
+    async def release(self, scope: str, key: str) -> None:
+        async with self._connection() as conn:
+            await conn.execute(
+                "DELETE FROM claims WHERE scope = %s AND key = %s AND status = 'running'", (scope, key)
+            )
+
+    @staticmethod
+    async def _select_claim(conn: psycopg.AsyncConnection[Any], scope: str, key: str) -> Claim | None:
+        row = await (await conn.execute(
+            "SELECT status, args_hash, outcome FROM claims WHERE scope = %s AND key = %s", (scope, key)
+        )).fetchone()
+        if row is None:
+            return None
+        status, stored_hash, outcome = row
+        return Claim(ClaimStatus.DONE if status == "done" else ClaimStatus.RUNNING, stored_hash, outcome)
+
+    # -- rate limits ----------------------------------------------------------------------
+
+    async def take_tokens(self, buckets: Sequence[BucketSpec], now: float) -> float:
+        if not buckets:
+            return 0.0
+        keys = sorted({b.key for b in buckets})
+        async with self._connection() as conn:
+            async with conn.transaction() as tx:
+                # Missing rows start full; insert them first so every row can be locked.
+                await conn.execute(
+                    "INSERT INTO rate_buckets(key, tokens, updated) "
+                    "SELECT k, c, %s FROM unnest(%s::text[], %s::float8[]) AS t(k, c) ON CONFLICT (key) DO NOTHING",
+                    (now, keys, [_capacity(buckets, k) for k in keys]),
+                )
+                rows = await (await conn.execute(
+                    "SELECT key, tokens, updated FROM rate_buckets WHERE key = ANY(%s) ORDER BY key FOR UPDATE",
+                    (keys,),
+                )).fetchall()
+                state = {k: (tokens, updated) for k, tokens, updated in rows}
+                wait = 0.0
+                for b in buckets:  # in the caller's order, as SQLite does
+                    stored, updated = state[b.key]
+                    tokens = min(b.capacity, stored + max(0.0, now - updated) * b.per_second)
+                    if tokens < 1.0 - 1e-9:
+                        wait = max(wait, (1.0 - tokens) / b.per_second)
+                    state[b.key] = (max(tokens - 1.0, 0.0), max(now, updated))
+                if wait > 0.0:
+                    tx.force_rollback = True  # none taken
+                    return wait
+                async with conn.cursor() as cur:
+                    await cur.executemany(
+                        "UPDATE rate_buckets SET tokens = %s, updated = %s WHERE key = %s",
+                        [(tokens, updated, k) for k, (tokens, updated) in state.items()],
+                    )
+        return 0.0
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        if self._opened:
+            await self._pool.close()
+            self._opened = False
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A healthy pooled connection; any psycopg failure becomes ``StoreUnavailable``."""
+        try:
+            if not self._opened:
+                await self._open()
+            async with self._pool.connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            log.warning("store_unavailable", error=str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
+            raise StoreUnavailable(f"PostgreSQL store unavailable: {type(exc).__name__}") from exc
+
+    async def _open(self) -> None:
+        async with self._open_lock:
+            if not self._opened:
+                await self._pool.open(wait=False)
+                self._opened = True
+
+
+def _capacity(buckets: Sequence[BucketSpec], key: str) -> float:
+    return next(b.capacity for b in buckets if b.key == key)
+
+
+def apply_migrations(
+    dsn: str, migrations: Sequence[Migration] = POSTGRES, *, connect_timeout: float = 5.0
+) -> list[int]:
+    """Apply the migrations not yet recorded in ``schema_migrations``; returns their versions.
+
+    Idempotent, and safe when several replicas start at once: the whole check-and-apply runs
+    under a session advisory lock, each migration in its own transaction with its record.
+    """
+    applied: list[int] = []
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, int(connect_timeout))) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+            try:
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                    "version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                    "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+                )
+                done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+                for m in sorted(migrations, key=lambda m: m.version):
+                    if m.version in done:
+                        continue
+                    with conn.transaction():
+                        for statement in m.statements:
+                            conn.execute(statement)
+                        conn.execute("INSERT INTO schema_migrations(version, name) VALUES (%s, %s)", (m.version, m.name))
+                    applied.append(m.version)
+                    log.info("store_migrated", version=m.version, name=m.name)
+                newer = sorted(v for v in done if v > max((m.version for m in migrations), default=0))
+                if newer:
+                    log.warning("store_schema_newer", versions=newer)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+    except psycopg.Error as exc:
+        raise StoreUnavailable(f"cannot migrate the PostgreSQL store: {exc}") from exc
+    return applied

@@ -1,0 +1,143 @@
+"""The store contract, run alike on SQLite and PostgreSQL (see conftest.make_store).
+
+Two store objects over one database stand for two gateway replicas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.store.base import BucketSpec, ClaimStatus
+
+T0 = 1_800_000_000.0
+
+
+# -- claims -----------------------------------------------------------------------------
+
+
+async def test_first_claim_wins_and_the_next_sees_it_running(store):
+    first = await store.claim("idem:acme:t", "k1", "sha256:a", T0)
+    second = await store.claim("idem:acme:t", "k1", "sha256:a", T0 + 1)
+    assert first.status is ClaimStatus.CLAIMED
+    assert second.status is ClaimStatus.RUNNING
+    assert second.args_hash == "sha256:a" and second.outcome_json is None
+
+
+async def test_claim_with_other_arguments_returns_the_stored_hash(store):
+    await store.claim("idem:acme:t", "k1", "sha256:a", T0)
+    other = await store.claim("idem:acme:t", "k1", "sha256:b", T0)
+    assert other.status is ClaimStatus.RUNNING and other.args_hash == "sha256:a"
+
+
+async def test_completed_claim_returns_its_outcome(store):
+    await store.claim("grant", "jti-1", "sha256:a", T0)
+    await store.complete("grant", "jti-1", '{"code": "ok"}', T0 + 2)
+    again = await store.claim("grant", "jti-1", "sha256:a", T0 + 3)
+    assert again.status is ClaimStatus.DONE and again.outcome_json == '{"code": "ok"}'
+    got = await store.get_claim("grant", "jti-1")
+    assert got is not None and got.status is ClaimStatus.DONE and got.outcome_json == '{"code": "ok"}'
+
+
+async def test_get_claim_of_unknown_key_is_none(store):
+    assert await store.get_claim("grant", "nope") is None
+
+
+async def test_released_claim_can_be_claimed_again(store):
+    await store.claim("grant", "jti-1", "sha256:a", T0)
+    await store.release("grant", "jti-1")
+    assert await store.get_claim("grant", "jti-1") is None
+    assert (await store.claim("grant", "jti-1", "sha256:a", T0)).status is ClaimStatus.CLAIMED
+
+
+async def test_release_never_drops_a_finished_claim(store):
+    await store.claim("grant", "jti-1", "sha256:a", T0)
+    await store.complete("grant", "jti-1", '{"code": "ok"}', T0)
+    await store.release("grant", "jti-1")
+    got = await store.get_claim("grant", "jti-1")
+    assert got is not None and got.status is ClaimStatus.DONE
+
+
+async def test_complete_of_a_released_claim_stores_nothing(store):
+    await store.claim("grant", "jti-1", "sha256:a", T0)
+    await store.release("grant", "jti-1")
+    await store.complete("grant", "jti-1", '{"code": "ok"}', T0)
+    assert await store.get_claim("grant", "jti-1") is None
+
+
+async def test_scopes_are_separate(store):
+    assert (await store.claim("idem:acme:t", "same", "sha256:a", T0)).status is ClaimStatus.CLAIMED
+    assert (await store.claim("idem:globex:t", "same", "sha256:a", T0)).status is ClaimStatus.CLAIMED
+    assert (await store.claim("grant", "same", "sha256:a", T0)).status is ClaimStatus.CLAIMED
+
+
+async def test_concurrent_claims_over_two_replicas_have_one_winner(make_store):
+    replicas = [make_store(), make_store()]
+    results = await asyncio.gather(
+        *(replicas[i % 2].claim("idem:acme:t", "hot", "sha256:a", T0) for i in range(60))
+    )
+    assert sum(r.status is ClaimStatus.CLAIMED for r in results) == 1
+    assert all(r.status is ClaimStatus.RUNNING for r in results if r.status is not ClaimStatus.CLAIMED)
+
+
+async def test_a_claim_completed_on_one_replica_is_done_on_the_other(make_store):
+    one, two = make_store(), make_store()
+    await one.claim("grant", "jti-9", "sha256:a", T0)
+    assert (await two.claim("grant", "jti-9", "sha256:a", T0)).status is ClaimStatus.RUNNING
+    await one.complete("grant", "jti-9", '{"code": "ok"}', T0)
+    assert (await two.claim("grant", "jti-9", "sha256:a", T0)).status is ClaimStatus.DONE
+
+
+async def test_claims_survive_reopening_the_store(make_store):
+    first = make_store()
+    await first.claim("grant", "jti-1", "sha256:a", T0)
+    await first.complete("grant", "jti-1", '{"code": "ok"}', T0)
+    await first.close()
+    got = await make_store().get_claim("grant", "jti-1")
+    assert got is not None and got.status is ClaimStatus.DONE
+
+
+# -- rate-limit buckets -----------------------------------------------------------------
+
+
+async def test_bucket_starts_full_then_refuses_with_the_wait(store):
+    b = [BucketSpec("tool:4:acme:t", 2, 1.0)]
+    assert await store.take_tokens(b, T0) == 0.0
+    assert await store.take_tokens(b, T0) == 0.0
+    wait = await store.take_tokens(b, T0)
+    assert abs(wait - 1.0) < 1e-6
+
+
+async def test_bucket_refills_with_time(store):
+    b = [BucketSpec("k", 1, 0.5)]
+    assert await store.take_tokens(b, T0) == 0.0
+    assert abs(await store.take_tokens(b, T0 + 1.0) - 1.0) < 1e-6  # half a token after 1 s
+    assert await store.take_tokens(b, T0 + 2.0) == 0.0
+
+
+async def test_refill_never_exceeds_capacity(store):
+    b = [BucketSpec("k", 2, 10.0)]
+    await store.take_tokens(b, T0)
+    results = [await store.take_tokens(b, T0 + 3600) for _ in range(3)]
+    assert results[:2] == [0.0, 0.0] and results[2] > 0
+
+
+async def test_buckets_are_taken_all_or_none(store):
+    tool, tenant = BucketSpec("tool", 5, 1.0), BucketSpec("tenant", 1, 1.0)
+    assert await store.take_tokens([tool, tenant], T0) == 0.0
+    assert await store.take_tokens([tool, tenant], T0) > 0  # tenant is empty ...
+    for _ in range(4):  # ... and the refused call did not spend the tool's tokens
+        assert await store.take_tokens([tool], T0) == 0.0
+    assert await store.take_tokens([tool], T0) > 0
+
+
+async def test_wait_is_the_longest_of_the_empty_buckets(store):
+    fast, slow = BucketSpec("fast", 1, 1.0), BucketSpec("slow", 1, 0.25)
+    await store.take_tokens([fast, slow], T0)
+    assert abs(await store.take_tokens([fast, slow], T0) - 4.0) < 1e-6
+
+
+async def test_concurrent_takes_over_two_replicas_never_exceed_capacity(make_store):
+    replicas = [make_store(), make_store()]
+    b = [BucketSpec("shared", 10, 0.001), BucketSpec("tenant", 100, 0.001)]
+    waits = await asyncio.gather(*(replicas[i % 2].take_tokens(b, T0) for i in range(40)))
+    assert sum(w == 0.0 for w in waits) == 10

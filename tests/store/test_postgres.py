@@ -1,0 +1,115 @@
+"""What only the PostgreSQL store has: migrations, outages, recovery after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
+import pytest
+
+from gateway.config import Config
+from gateway.store import open_store
+from gateway.store.base import ClaimStatus, StoreUnavailable
+from gateway.store.migrations import POSTGRES, Migration
+from gateway.store.postgres import PostgresStore, apply_migrations
+
+pytestmark = pytest.mark.postgres
+
+T0 = 1_800_000_000.0
+
+
+def _versions(dsn: str) -> list[int]:
+    with psycopg.connect(dsn) as conn:
+        return [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
+
+
+def test_migrations_apply_once_and_are_idempotent(pg_dsn):
+    assert apply_migrations(pg_dsn) == [m.version for m in POSTGRES]
+    assert apply_migrations(pg_dsn) == []
+    assert _versions(pg_dsn) == [m.version for m in POSTGRES]
+
+
+def test_replicas_starting_together_apply_each_migration_once(pg_dsn):
+    slow = Migration(99, "slow test migration", ("SELECT pg_sleep(0.2)", "CREATE TABLE slow_marker (x int)"))
+    with ThreadPoolExecutor(6) as pool:
+        applied = list(pool.map(lambda _: apply_migrations(pg_dsn, (*POSTGRES, slow)), range(6)))
+    flat = sorted(v for a in applied for v in a)
+    assert flat == sorted([m.version for m in POSTGRES] + [99])
+    assert _versions(pg_dsn) == [m.version for m in POSTGRES] + [99]
+
+
+def test_a_new_migration_is_applied_on_the_next_start(pg_dsn):
+    apply_migrations(pg_dsn)
+    extra = Migration(1000, "add a column", ("ALTER TABLE claims ADD COLUMN note TEXT",))
+    assert apply_migrations(pg_dsn, (*POSTGRES, extra)) == [1000]
+
+
+def test_a_failing_migration_leaves_no_trace(pg_dsn):
+    broken = Migration(1001, "broken", ("CREATE TABLE half (x int)", "THIS IS NOT SQL"))
+    with pytest.raises(StoreUnavailable):
+        apply_migrations(pg_dsn, (*POSTGRES, broken))
+    assert 1001 not in _versions(pg_dsn)
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute("SELECT to_regclass('half')").fetchone() == (None,)
+
+
+def test_open_store_builds_the_postgres_store_from_config(pg_dsn, tmp_path):
+    cfg = Config(data_dir=str(tmp_path), store={"kind": "postgres", "dsn": pg_dsn})
+    store = open_store(cfg)
+    assert isinstance(store, PostgresStore)
+    asyncio.run(store.close())
+
+
+def test_unreachable_database_fails_at_start_with_store_unavailable(pg_server):
+    with pytest.raises(StoreUnavailable):
+        PostgresStore(f"host=127.0.0.1 port={pg_server.port} user=toolgate dbname=no_such_db connect_timeout=2")
+
+
+def test_empty_dsn_is_a_configuration_error():
+    with pytest.raises(ValueError):
+        PostgresStore("")
+
+
+async def test_calls_fail_closed_while_the_server_is_down_and_recover_after(pg_server, pg_dsn):
+    store = PostgresStore(pg_dsn, timeout=1.0)
+    try:
+        assert (await store.claim("grant", "before", "sha256:a", T0)).status is ClaimStatus.CLAIMED
+        pg_server.stop()
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            await store.claim("grant", "during", "sha256:a", T0)
+        assert time.monotonic() - started < 5.0  # bounded by the store's timeout, not hanging
+        pg_server.start()
+        got = await _eventually(lambda: store.get_claim("grant", "before"))
+        assert got is not None and got.status is ClaimStatus.RUNNING
+        assert (await store.claim("grant", "after", "sha256:a", T0)).status is ClaimStatus.CLAIMED
+    finally:
+        await store.close()
+
+
+async def test_pool_recovers_by_itself_after_a_restart(pg_server, pg_dsn):
+    store = PostgresStore(pg_dsn, min_size=3, max_size=3, timeout=2.0)
+    try:
+        # fill the pool, so every pooled connection is cut by the restart
+        await asyncio.gather(*(store.claim("grant", f"k{i}", "sha256:a", T0) for i in range(6)))
+        pg_server.restart()
+        results = await asyncio.gather(
+            *(store.claim("grant", f"after{i}", "sha256:a", T0) for i in range(6)), return_exceptions=True
+        )
+        assert all(r.status is ClaimStatus.CLAIMED for r in results), results  # checked connections: no failure
+    finally:
+        await store.close()
+
+
+async def _eventually(probe, timeout: float = 10.0):
+    """Retry a store call until it stops raising StoreUnavailable (bounded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await probe()
+        except StoreUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)

@@ -14,7 +14,7 @@ Providers (tried in the configured order; the first that knows the key wins):
   non-alphanumerics as ``_``;
 - ``file``: one secret per file, as Kubernetes mounts them:
   ``<dir>/<tenant>/<ref>`` or ``<dir>/<tenant>/<ref>@<variant>``;
-- anything implementing ``SecretProvider`` (a vault client) passed to ``CredentialResolver``.
+- anything implementing ``SecretProvider`` (a vault client) passed to ``SecretResolver``.
 
 The resolved values live only in ``ResolvedCredentials`` (whose ``repr`` hides them) and in
 the child process / request they are injected into. ``ResolvedCredentials.secret_values``
@@ -202,14 +202,14 @@ class ResolvedCredentials:
 NO_CREDENTIALS = ResolvedCredentials()
 
 
-class CredentialResolver:
+class SecretResolver:
     """Resolves a tool's ``CredentialRef`` list for one tenant, narrowed by policy constraints."""
 
     def __init__(self, providers: Sequence[SecretProvider]) -> None:
         self._providers = list(providers)
 
     @classmethod
-    def from_config(cls, secrets: Mapping[str, Any], base_dir: str | Path) -> "CredentialResolver":
+    def from_config(cls, secrets: Mapping[str, Any], base_dir: str | Path) -> "SecretResolver":
         return cls(build_providers(secrets, Path(base_dir)))
 
     def lookup(self, key: SecretKey) -> str | None:
@@ -250,6 +250,30 @@ class CredentialResolver:
             secret_values=frozenset(values),
             references=tuple(r.secret for r in tool.credentials),
         )
+
+
+class CredentialStage:
+    """The pipeline's credentials stage (``gateway.hooks.CredentialResolver``).
+
+    Resolves into ``ctx.credentials``; a missing secret refuses with ``credential_unavailable``.
+    The reason names the reference, never a value. Constraints are the effective ones
+    (descriptor narrowed by policy), the same the executor receives.
+    """
+
+    def __init__(self, resolver: SecretResolver) -> None:
+        self._resolver = resolver
+
+    async def resolve(self, ctx: Any) -> Any:
+        from gateway.codes import Code
+        from gateway.execute import effective_constraints
+        from gateway.models import Refused
+
+        got = self._resolver.resolve(ctx.tool.config, ctx.identity.tenant, effective_constraints(ctx))
+        if isinstance(got, CredentialUnavailable):
+            what = f"{got.reference}@{got.variant}" if got.variant else got.reference
+            return Refused(Code.CREDENTIAL_UNAVAILABLE, (f"credential {what} is not available: {got.reason}",))
+        ctx.credentials = got
+        return None
 
 
 def format_value(ref: CredentialRef, raw: str) -> str:

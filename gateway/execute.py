@@ -1,14 +1,35 @@
-"""The execute stage: pick the executor, apply the timeout, report attempts."""
+"""The execute stage: admission (rate limits, concurrency), the executor, timeouts, retries.
+
+``admit(ctx)`` runs just before execution: it takes a token from the (tenant, tool) and tenant
+buckets and a per-tool concurrency slot, or refuses with ``rate_limited`` (with
+``retry_after_seconds``) / ``concurrency_limited`` — a refused call never ran, so no claim is
+completed with it. ``run(ctx)`` then executes, holding the slot until it returns.
+
+Retries: only for retry-safe tools (``idempotent`` or side effect ``none``/``read``), only for
+failures the executor marked ``retryable``, up to ``max_attempts``, with exponential backoff
+and full jitter. A write is attempted exactly once. Time, sleeping and randomness are
+parameters so tests neither sleep nor guess.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
+from gateway.codes import Code
+from gateway.config import ToolConfig
 from gateway.executors.base import ExecRequest, ExecResult, ExecutorRegistry
-from gateway.models import CallContext
+from gateway.models import CallContext, Refused
+from gateway.ratelimit import ConcurrencyLimiter, RateLimiter
+
+TIMEOUT_GRACE_SECONDS = 2.0
+"""Executors with ``enforces_timeout`` stop at the tool timeout themselves (killing, closing);
+the stage's own cut-off comes this much later. Others are cut off at the timeout."""
 
 
 def effective_constraints(ctx: CallContext) -> dict[str, Any]:
@@ -19,13 +40,58 @@ def effective_constraints(ctx: CallContext) -> dict[str, Any]:
     return merged
 
 
+def retry_safe(tool: ToolConfig) -> bool:
+    return tool.idempotent or tool.risk.side_effect in ("none", "read")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    base_seconds: float = 0.2
+    """Delay before the second attempt (before jitter); doubles per attempt."""
+    max_seconds: float = 5.0
+    """Cap of one delay."""
+
+    def delay(self, attempt: int, rand: float) -> float:
+        """Full jitter: uniform in [0, min(max, base * 2^(attempt-1))]; ``attempt`` is the one that failed."""
+        return min(self.max_seconds, self.base_seconds * 2 ** (attempt - 1)) * rand
+
+
 class ExecuteStage:
-    def __init__(self, executors: ExecutorRegistry, sandbox_root: Path) -> None:
+    def __init__(
+        self,
+        executors: ExecutorRegistry,
+        sandbox_root: Path,
+        *,
+        store: Any = None,
+        tenant_per_minute: int = 0,
+        retry: RetryPolicy = RetryPolicy(),
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
         self._executors = executors
         self._sandbox_root = sandbox_root
+        self._rate = RateLimiter(store, tenant_per_minute=tenant_per_minute) if store is not None else None
+        self._slots = ConcurrencyLimiter()
+        self._leases: set[str] = set()
+        """Decision ids holding a concurrency slot taken by ``admit``."""
+        self._retry, self._clock, self._sleep, self._rand = retry, clock, sleep, rand
+
+    async def admit(self, ctx: CallContext) -> Refused | None:
+        """Take a rate-limit token and a concurrency slot for this call, or refuse."""
+        tool = ctx.tool.config
+        if self._rate is not None:
+            limited = await self._rate.acquire(ctx.identity.tenant, tool, self._clock())
+            if limited is not None:
+                return Refused(Code.RATE_LIMITED, (f"rate limit reached for {tool.name}",),
+                               retry_after_seconds=limited.retry_after)
+        if not self._slots.try_acquire(tool):
+            return Refused(Code.CONCURRENCY_LIMITED, (f"{tool.name} is at its concurrency limit",))
+        self._leases.add(ctx.decision_id)
+        return None
 
     async def run(self, ctx: CallContext) -> tuple[ExecResult, int]:
-        """Run the tool once; return the result and its duration in ms."""
+        """Run the tool (with retries when safe); return the result and its duration in ms."""
         tool = ctx.tool.config
         request = ExecRequest(
             tool=tool,
@@ -39,18 +105,45 @@ class ExecuteStage:
         )
         started = time.monotonic()
         try:
-            result = await asyncio.wait_for(
-                self._executors.for_tool(tool).execute(request), timeout=tool.timeout_seconds
-            )
-        except asyncio.TimeoutError:
-            result = ExecResult.failure("timeout", f"{tool.name} exceeded {tool.timeout_seconds:g} s", retryable=True)
+            result = await self._attempts(request)
+        finally:
+            if ctx.decision_id in self._leases:
+                self._leases.discard(ctx.decision_id)
+                self._slots.release(tool)
         return result, int((time.monotonic() - started) * 1000)
+
+    async def _attempts(self, request: ExecRequest) -> ExecResult:
+        tool = request.tool
+        limit = tool.max_attempts if retry_safe(tool) else 1
+        attempt = 1
+        while True:
+            result = await self._once(request)
+            if result.ok or attempt >= limit or not (result.error and result.error.retryable):
+                return dataclasses.replace(result, attempts=attempt)
+            await self._sleep(self._retry.delay(attempt, self._rand()))
+            attempt += 1
+
+    async def _once(self, request: ExecRequest) -> ExecResult:
+        executor = self._executors.for_tool(request.tool)
+        grace = TIMEOUT_GRACE_SECONDS if getattr(executor, "enforces_timeout", False) else 0.0
+        try:
+            return await asyncio.wait_for(executor.execute(request), request.timeout + grace)
+        except asyncio.TimeoutError:
+            return ExecResult.failure("timeout", f"{request.tool.name} exceeded {request.timeout:g} s", retryable=True)
 
     async def close(self) -> None:
         await self._executors.close()
 
 
-def executor_factories(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def executor_factories(config: Any = None) -> dict[str, Any]:
+    from gateway.executors.http import HttpExecutor
     from gateway.executors.python import PythonExecutor
+    from gateway.executors.subprocess import SubprocessExecutor
 
-    return {"python": PythonExecutor}
+    factories: dict[str, Any] = {"python": PythonExecutor, "subprocess": SubprocessExecutor, "http": HttpExecutor}
+    upstreams: Mapping[str, Any] = getattr(config, "mcp_upstreams", None) or {}
+    if upstreams:
+        from gateway.executors.mcp import McpExecutor
+
+        factories["mcp"] = lambda: McpExecutor.from_config(upstreams, config)
+    return factories

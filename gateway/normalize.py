@@ -1,56 +1,102 @@
-"""Normalize an executor result into an Observation: capped, typed, provenance attached."""
+"""Normalize an executor result into an Observation: scrubbed, flagged, capped, typed.
+
+Order matters and is fixed:
+
+1. **scrub** — every credential value injected for this call (and its encodings) and common
+   secret shapes are removed from data (keys and values), stderr and the error message; the
+   count goes to ``redactions``. Scrubbing runs before capping so truncation cannot cut a
+   secret in half and let its prefix through.
+2. **flag** — instruction-like content gives ``possible_prompt_injection``; the data is not changed.
+3. **cap** — data above ``max_bytes`` (serialized) is cut, ``truncated: true``.
+
+A failed result's error message carries the tail of the tool's (scrubbed) stderr so an agent
+can see why it failed. The outcome code comes from the error type (``timeout`` →
+``tool_timeout``, ``egress_denied``, otherwise ``tool_error``).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 from gateway.codes import Code
 from gateway.executors.base import ExecResult
-from gateway.models import CallContext, Observation, Provenance
+from gateway.injection import injection_flags
+from gateway.models import CallContext, ErrorInfo, Observation, Provenance
+from gateway.scrub import Scrubber
 
 SUMMARY_CHARS = 200
+STDERR_TAIL_CHARS = 2000
+
+_ERROR_CODES = {
+    "timeout": Code.TOOL_TIMEOUT,
+    "tool_timeout": Code.TOOL_TIMEOUT,
+    "egress_denied": Code.EGRESS_DENIED,
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Clean:
+    data: Any
+    stderr: str
+    error: ErrorInfo | None
+    redactions: int
 
 
 def normalize(ctx: CallContext, result: ExecResult, duration_ms: int, max_bytes: int) -> Observation:
-    data, truncated = _cap(result.data, max_bytes)
-    provenance = Provenance(
+    clean = scrub_result(result, getattr(ctx.credentials, "secret_values", ()))
+    flags = injection_flags(clean.data, clean.stderr)
+    data, truncated = _cap(clean.data, max_bytes)
+    common = dict(
+        data=data, provenance=_provenance(ctx), truncated=truncated or bool(result.meta.get("truncated")),
+        duration_ms=duration_ms, attempts=result.attempts, redactions=clean.redactions, flags=flags,
+    )
+    if result.ok:
+        return Observation(status="ok", summary=_summary(data), **common)
+    error = clean.error or ErrorInfo("unknown", "unknown error")
+    if clean.stderr.strip():
+        error = dataclasses.replace(error, message=f"{error.message}; stderr: {clean.stderr[-STDERR_TAIL_CHARS:]}")
+    return Observation(
+        status="error", summary=f"{ctx.tool.name} failed: {error.message}"[:SUMMARY_CHARS], error=error,
+        code=_ERROR_CODES.get(error.type, Code.TOOL_ERROR), **common,
+    )
+
+
+def scrub_result(result: ExecResult, secrets: Any) -> _Clean:
+    """Data, stderr and error message with secrets removed, and how many were removed."""
+    scrubber = Scrubber(secrets or ())
+    data, n_data = scrubber.data(_jsonable(result.data))
+    stderr, n_err = scrubber.text(result.stderr or "")
+    error, n_msg = result.error, 0
+    if error is not None:
+        message, n_msg = scrubber.text(error.message)
+        kind, n_type = scrubber.text(error.type)
+        error = ErrorInfo(type=kind, message=message, retryable=error.retryable)
+        n_msg += n_type
+    return _Clean(data, stderr, error, n_data + n_err + n_msg)
+
+
+def _provenance(ctx: CallContext) -> Provenance:
+    return Provenance(
         tool=ctx.tool.name,
         tool_version=ctx.tool.config.version,
         args_hash=ctx.args_hash,
         decision_id=ctx.decision_id,
         approval_id=getattr(ctx.approval, "approval_id", "") if ctx.approval else "",
     )
-    if result.ok:
-        return Observation(
-            status="ok",
-            summary=_summary(data),
-            data=data,
-            provenance=provenance,
-            truncated=truncated,
-            duration_ms=duration_ms,
-            attempts=result.attempts,
-        )
-    error = result.error
-    code = Code.TOOL_TIMEOUT if error and error.type == "timeout" else Code.TOOL_ERROR
-    return Observation(
-        status="error",
-        summary=f"{ctx.tool.name} failed: {error.message if error else 'unknown error'}"[:SUMMARY_CHARS],
-        data=data,
-        provenance=provenance,
-        truncated=truncated,
-        error=error,
-        duration_ms=duration_ms,
-        attempts=result.attempts,
-        code=code,
-    )
+
+
+def _jsonable(data: Any) -> Any:
+    """Plain JSON values only, so the scrubber sees every string (objects become their ``str``)."""
+    try:
+        return json.loads(json.dumps(data, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return repr(data)
 
 
 def _cap(data: Any, max_bytes: int) -> tuple[Any, bool]:
-    try:
-        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        data, text = repr(data), json.dumps(repr(data))
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     if len(text.encode()) <= max_bytes:
         return data, False
     return text.encode()[:max_bytes].decode("utf-8", errors="ignore"), True
@@ -60,7 +106,7 @@ def _summary(data: Any) -> str:
     if isinstance(data, str):
         text = data
     elif isinstance(data, dict):
-        text = "object with keys: " + ", ".join(list(data)[:10])
+        text = "object with keys: " + ", ".join(str(k) for k in list(data)[:10])
     elif isinstance(data, list):
         text = f"list of {len(data)} items"
     else:

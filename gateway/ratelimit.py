@@ -64,19 +64,27 @@ class ConcurrencyLimiter:
     def in_flight(self, tool: str) -> int:
         return self._in_flight.get(tool, 0)
 
+    def try_acquire(self, tool: ToolConfig) -> bool:
+        """Take a slot (True) or report the cap reached (False). Pair every True with ``release``."""
+        cap = tool.max_concurrency
+        if cap and self.in_flight(tool.name) >= cap:
+            return False
+        self._in_flight[tool.name] = self.in_flight(tool.name) + 1
+        return True
+
+    def release(self, tool: ToolConfig) -> None:
+        left = self.in_flight(tool.name) - 1
+        if left > 0:
+            self._in_flight[tool.name] = left
+        else:
+            self._in_flight.pop(tool.name, None)
+
     @contextmanager
     def slot(self, tool: ToolConfig) -> Iterator[bool]:
         """Yields True when a slot was taken (and frees it on exit), False when the cap is reached."""
-        cap = tool.max_concurrency
-        if cap and self.in_flight(tool.name) >= cap:
-            yield False
-            return
-        self._in_flight[tool.name] = self.in_flight(tool.name) + 1
+        taken = self.try_acquire(tool)
         try:
-            yield True
+            yield taken
         finally:
-            left = self._in_flight[tool.name] - 1
-            if left:
-                self._in_flight[tool.name] = left
-            else:
-                del self._in_flight[tool.name]
+            if taken:
+                self.release(tool)

@@ -13,7 +13,7 @@
   reading stops and the result is marked truncated.
 - Credentials go only into headers (``ResolvedCredentials.headers``); arguments never set headers.
 - ``>= 400`` is a ``tool_error`` (retryable for 408, 429 and 5xx); connection failures are
-  retryable ``tool_error``; timeouts are ``tool_timeout``.
+  retryable ``tool_error``; timeouts are ``tool_timeout`` (error type ``timeout``).
 """
 
 from __future__ import annotations
@@ -92,6 +92,9 @@ def _host_only(entry: str) -> str:
 
 
 class HttpExecutor:
+    enforces_timeout = True
+    """Stops at ``request.timeout`` itself (and cleans up)."""
+
     def __init__(self, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._client = httpx.AsyncClient(
             follow_redirects=False, verify=True, trust_env=False, transport=transport,
@@ -117,10 +120,9 @@ class HttpExecutor:
         try:
             return await call.run(url, body)
         except EgressDenied as exc:
-            return ExecResult.failure(Code.EGRESS_DENIED.value, str(exc), meta={"code": Code.EGRESS_DENIED.value})
+            return ExecResult.failure(Code.EGRESS_DENIED.value, str(exc))
         except httpx.TimeoutException:
-            return ExecResult.failure(Code.TOOL_TIMEOUT.value, f"no response within {request.timeout:g}s",
-                                      retryable=True, meta={"code": Code.TOOL_TIMEOUT.value})
+            return ExecResult.failure("timeout", f"no response within {request.timeout:g}s", retryable=True)
         except httpx.HTTPError as exc:
             return ExecResult.failure(Code.TOOL_ERROR.value, f"{type(exc).__name__}: {exc}", retryable=True)
 

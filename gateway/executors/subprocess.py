@@ -11,7 +11,7 @@
   outside it), in a new session; stdin is closed; stdout and stderr are capped
   (``options.max_output_bytes``, default 1 MiB each; the rest is drained and dropped).
 - At the timeout the whole process group is killed (SIGKILL) — children too; the result is
-  ``tool_timeout``. After a normal exit any process left in the group is killed as well.
+  ``tool_timeout`` (error type ``timeout``). After a normal exit any process left in the group is killed as well.
 - ``options.output: json`` parses stdout as JSON; otherwise data is
   ``{"exit_code", "stdout"}``. A non-zero exit is a ``tool_error`` carrying stdout and stderr.
 """
@@ -55,6 +55,8 @@ def _fill(item: str, args: Mapping[str, Any], files: Mapping[str, str], allow_da
         out.append(literal)
         if field is None:
             continue
+        if field == "file" and spec:  # ``{file:label}`` parses as field "file", spec "label"
+            field, spec = f"file:{spec}", ""
         if spec or conv or not _PLACEHOLDER.match(field):
             raise ArgvError(f"unsupported placeholder {{{field}}}")
         value = _value(field, args, files)
@@ -99,6 +101,9 @@ def child_env(home: Path, fixed: Mapping[str, str], secrets: Mapping[str, str]) 
 
 
 class SubprocessExecutor:
+    enforces_timeout = True
+    """Stops at ``request.timeout`` itself (and cleans up)."""
+
     async def execute(self, request: ExecRequest) -> ExecResult:
         ex = request.tool.executor
         options = ex.options
@@ -133,8 +138,7 @@ async def _run(argv: list[str], cwd: Path, env: dict[str, str], cap: int, timeou
         if isinstance(exc, asyncio.CancelledError):
             raise
         return ExecResult.failure(
-            Code.TOOL_TIMEOUT.value, f"killed after {timeout:g}s", retryable=True,
-            stderr=err.text(), meta={"code": Code.TOOL_TIMEOUT.value},
+            "timeout", f"killed after {timeout:g}s", retryable=True, stderr=err.text(),
         )
     _kill_group(proc.pid)  # whatever the tool left running in its group
     await _finish(readers)

@@ -5,7 +5,7 @@ import pytest
 
 from gateway.credentials import (
     CredentialConfigError,
-    CredentialResolver,
+    SecretResolver,
     CredentialUnavailable,
     EnvProvider,
     FileProvider,
@@ -26,7 +26,7 @@ def _tool(make_tool, **cred):
 
 
 def _resolver():
-    return CredentialResolver([StaticProvider({
+    return SecretResolver([StaticProvider({
         "acme": {"api_token": TOKEN_A, "api_token@read_only": "tokA-ro-11223344"},
         "globex": {"api_token": TOKEN_B},
     })])
@@ -101,17 +101,17 @@ def test_secret_keys_reject_path_traversal(tenant):
 
 
 def test_providers_are_tried_in_order(make_tool):
-    r = CredentialResolver([StaticProvider({"acme": {}}), StaticProvider({"acme": {"api_token": "second"}})])
+    r = SecretResolver([StaticProvider({"acme": {}}), StaticProvider({"acme": {"api_token": "second"}})])
     assert r.resolve(_tool(make_tool), "acme", {}).headers["Authorization"] == "Bearer second"
 
 
 def test_from_config_builds_typed_providers(tmp_path, make_tool):
     (tmp_path / "s" / "acme").mkdir(parents=True)
     (tmp_path / "s" / "acme" / "api_token").write_text("from-file")
-    r = CredentialResolver.from_config({"providers": [{"kind": "file", "dir": "s"}]}, tmp_path)
+    r = SecretResolver.from_config({"providers": [{"kind": "file", "dir": "s"}]}, tmp_path)
     assert r.resolve(_tool(make_tool), "acme", {}).headers["Authorization"] == "Bearer from-file"
     with pytest.raises(CredentialConfigError):
-        CredentialResolver.from_config({"providers": [{"kind": "vault"}]}, tmp_path)
+        SecretResolver.from_config({"providers": [{"kind": "vault"}]}, tmp_path)
 
 
 def test_file_credentials_are_private_and_removed(make_tool):

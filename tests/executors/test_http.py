@@ -1,0 +1,130 @@
+import json
+
+import pytest
+
+from gateway.credentials import ResolvedCredentials
+from gateway.executors.http import HttpExecutor, effective_hosts
+
+
+def _tool(make_tool, url, hosts, **opts):
+    options = {"allow_plain_http": True, **opts.pop("options", {})}
+    executor = {"kind": "http", "url": url, "allowed_hosts": hosts, "options": options, **opts}
+    return make_tool("fetch", executor=executor)
+
+
+@pytest.fixture
+async def executor():
+    ex = HttpExecutor()
+    yield ex
+    await ex.close()
+
+
+async def test_allowed_host_is_called_with_the_injected_header(executor, http_server, make_tool, make_request):
+    server = http_server()
+    tool = _tool(make_tool, server.base + "/items/{id}", [f"127.0.0.1:{server.port}"])
+    creds = ResolvedCredentials(headers={"Authorization": "Bearer tok-1"}, secret_values=frozenset({"tok-1"}))
+    result = await executor.execute(make_request(tool, {"id": "../admin?x=1#f"}, credentials=creds))
+    assert result.ok, result
+    assert server.seen[0].path == "/items/..%2Fadmin%3Fx%3D1%23f"
+    assert server.seen[0].headers["authorization"] == "Bearer tok-1"
+
+
+async def test_egress_to_a_host_not_on_the_list_is_refused_before_connecting(executor, http_server, make_tool,
+                                                                             make_request):
+    server = http_server()
+    tool = _tool(make_tool, server.base + "/", ["api.example.com"])
+    result = await executor.execute(make_request(tool))
+    assert not result.ok and result.error.type == "egress_denied"
+    assert server.connections == 0 and server.seen == []
+
+
+async def test_policy_hosts_narrow_the_descriptor_list(executor, http_server, make_tool, make_request):
+    server = http_server()
+    tool = _tool(make_tool, server.base + "/", [f"127.0.0.1:{server.port}", "api.example.com"])
+    result = await executor.execute(make_request(tool, constraints={"hosts": ["api.example.com"]}))
+    assert result.error.type == "egress_denied" and server.connections == 0
+    result = await executor.execute(make_request(tool, constraints={"hosts": []}))
+    assert result.error.type == "egress_denied" and server.connections == 0
+    result = await executor.execute(make_request(tool, constraints={"hosts": ["127.0.0.1"]}))
+    assert result.ok and server.connections == 1
+
+
+async def test_policy_cannot_widen_the_descriptor_list(executor, http_server, make_tool, make_request):
+    server = http_server()
+    tool = _tool(make_tool, server.base + "/", ["api.example.com"])
+    result = await executor.execute(make_request(tool, constraints={"hosts": ["127.0.0.1"]}))
+    assert result.error.type == "egress_denied" and server.connections == 0
+
+
+async def test_redirect_to_another_host_is_refused_and_never_followed(executor, http_server, make_tool,
+                                                                      make_request):
+    other = http_server()
+    target = f"http://localhost:{other.port}/steal"
+    origin = http_server({"/start": lambda seen: (302, {"location": target}, b"")})
+    hosts = [f"127.0.0.1:{origin.port}", f"localhost:{other.port}"]  # even an allowed other host
+    tool = _tool(make_tool, origin.base + "/start", hosts)
+    creds = ResolvedCredentials(headers={"Authorization": "Bearer tok-2"}, secret_values=frozenset({"tok-2"}))
+    result = await executor.execute(make_request(tool, credentials=creds))
+    assert not result.ok and result.error.type == "egress_denied"
+    assert other.connections == 0 and other.seen == []
+
+
+async def test_same_origin_redirect_is_followed(executor, http_server, make_tool, make_request):
+    server = http_server()
+    server.routes["/old"] = lambda seen: (301, {"location": "/new"}, b"")
+    tool = _tool(make_tool, server.base + "/old", [f"127.0.0.1:{server.port}"])
+    result = await executor.execute(make_request(tool))
+    assert result.ok and result.data["body"]["path"] == "/new"
+
+
+async def test_plain_http_needs_an_explicit_opt_in(executor, http_server, make_tool, make_request):
+    server = http_server()
+    tool = make_tool("fetch", executor={"kind": "http", "url": server.base + "/", "allowed_hosts": ["127.0.0.1"]})
+    result = await executor.execute(make_request(tool))
+    assert result.error.type == "egress_denied" and server.connections == 0
+
+
+async def test_tls_verification_is_on(executor, make_tool, make_request):
+    # a TLS handshake against a plain-HTTP port fails instead of being skipped
+    import socket
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    port = sock.getsockname()[1]
+    try:
+        tool = make_tool("fetch", executor={"kind": "http", "url": f"https://127.0.0.1:{port}/",
+                                             "allowed_hosts": ["127.0.0.1"]}, timeout_seconds=1)
+        result = await executor.execute(make_request(tool))
+        assert not result.ok and result.error.type in ("tool_error", "timeout")
+    finally:
+        sock.close()
+    assert executor._client._transport._pool._ssl_context.verify_mode.name == "CERT_REQUIRED"
+
+
+async def test_response_body_is_capped(executor, http_server, make_tool, make_request):
+    server = http_server({"/big": lambda seen: (200, {"content-type": "text/plain"}, b"y" * 500_000)})
+    tool = _tool(make_tool, server.base + "/big", ["127.0.0.1"], options={"max_response_bytes": 1024})
+    result = await executor.execute(make_request(tool))
+    assert result.ok and len(result.data["body"]) == 1024 and result.meta["truncated"] is True
+
+
+async def test_server_errors_are_retryable_client_errors_are_not(executor, http_server, make_tool, make_request):
+    server = http_server({"/503": lambda s: (503, {}, b"busy"), "/404": lambda s: (404, {}, b"no")})
+    r503 = await executor.execute(make_request(_tool(make_tool, server.base + "/503", ["127.0.0.1"])))
+    r404 = await executor.execute(make_request(_tool(make_tool, server.base + "/404", ["127.0.0.1"])))
+    assert r503.error.retryable and not r404.error.retryable
+    assert r503.data["status"] == 503
+
+
+async def test_json_body_comes_from_the_body_argument(executor, http_server, make_tool, make_request):
+    server = http_server()
+    tool = _tool(make_tool, server.base + "/post", ["127.0.0.1"], method="POST", body_arg="payload")
+    result = await executor.execute(make_request(tool, {"payload": {"a": 1}}))
+    assert result.ok and json.loads(server.seen[0].body) == {"a": 1}
+
+
+def test_effective_hosts_is_an_intersection():
+    assert effective_hosts(["a.com", "b.com:8443"], None) == ["a.com", "b.com:8443"]
+    assert effective_hosts(["a.com", "b.com:8443"], ["b.com"]) == ["b.com:8443"]
+    assert effective_hosts(["a.com"], "a.com") == ["a.com"]
+    assert effective_hosts(["a.com"], ["evil.com"]) == []

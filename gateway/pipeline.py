@@ -99,6 +99,10 @@ class Pipeline:
         self._audit(ctx, "credentials", stop.code if stop else Code.OK, refs=[r.secret for r in ctx.tool.config.credentials])
         if stop is not None:
             return self._result(ctx, stop)
+        stop = await self.executor.admit(ctx)  # rate limits + concurrency: refused calls never ran
+        self._audit(ctx, "admit", stop.code if stop else Code.OK)
+        if stop is not None:
+            return self._result(ctx, stop)
         return self._result(ctx, await self._execute(c))
 
     # -- stages -------------------------------------------------------------------------
@@ -185,6 +189,7 @@ class Pipeline:
         self._audit(
             ctx, "execute", observation.code, status=observation.status, duration_ms=duration_ms,
             attempts=observation.attempts, error=observation.error.type if observation.error else "",
+            redactions=observation.redactions, flags=list(observation.flags),
         )
         return observation
 

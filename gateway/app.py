@@ -12,9 +12,9 @@ from gateway.audit import AuditLog
 from gateway.auth import Authenticator
 from gateway.claims import ExecutionClaims
 from gateway.config import Config
-from gateway.execute import ExecuteStage, executor_factories
-from gateway.executors.base import ExecutorRegistry
-from gateway.hooks import NoApprovals, NoCredentials
+from gateway.credentials import build_credentials
+from gateway.execute import build_execute_stage
+from gateway.hooks import NoApprovals
 from gateway.models import Identity
 from gateway.pipeline import Pipeline
 from gateway.store import open_store
@@ -33,9 +33,9 @@ class GatewayApp:
         self.engine = engine or build_engine(config)
         self.store = open_store(config)
         self.claims = ExecutionClaims(self.store)
-        self.executor = ExecuteStage(ExecutorRegistry(executor_factories(config)), config.data_path / "sandbox")
+        self.executor = build_execute_stage(config, self.store)
         self.approvals: Any = NoApprovals()
-        self.credentials: Any = NoCredentials()
+        self.credentials: Any = build_credentials(config)
         self.pipeline = Pipeline(
             config=config,
             tools=self.tools,

@@ -276,6 +276,20 @@ class CredentialStage:
         return None
 
 
+def build_credentials(config: Any) -> Any:
+    """The credentials stage for a Config: validates every descriptor's credential refs first.
+
+    Without ``secrets`` a tool that needs credentials is refused (``credential_unavailable``).
+    """
+    from gateway.hooks import NoCredentials
+
+    for tool in config.tools:
+        validate_refs(tool)
+    if not config.secrets:
+        return NoCredentials()
+    return CredentialStage(SecretResolver.from_config(config.secrets, config.base_dir))
+
+
 def format_value(ref: CredentialRef, raw: str) -> str:
     """Apply the descriptor's template (``Bearer {value}``); only ``{value}`` is substituted."""
     if ref.format.count("{value}") != 1:

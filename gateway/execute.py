@@ -135,6 +135,16 @@ class ExecuteStage:
         await self._executors.close()
 
 
+def build_execute_stage(config: Any, store: Any) -> ExecuteStage:
+    """The execute stage for a Config, with rate-limit buckets in ``store``."""
+    return ExecuteStage(
+        ExecutorRegistry(executor_factories(config)),
+        config.data_path / "sandbox",
+        store=store,
+        tenant_per_minute=int(getattr(config.limits, "tenant_calls_per_minute", 0) or 0),
+    )
+
+
 def executor_factories(config: Any = None) -> dict[str, Any]:
     from gateway.executors.http import HttpExecutor
     from gateway.executors.python import PythonExecutor

@@ -1,0 +1,13 @@
+"""Framework adapters, each an optional import (install the matching extra):
+
+- ``runtime_client.adapters.langchain``: ``langchain_tools`` → LangChain ``StructuredTool``s
+- ``runtime_client.adapters.openai_agents``: ``function_tools`` → OpenAI Agents SDK ``FunctionTool``s
+- ``runtime_client.adapters.mcp``: ``mcp_server`` → an MCP server any MCP client can list and call
+
+Every call still goes through the gateway; an approval-required or refused outcome is
+reported to the framework as a tool error it can show, never silently dropped.
+"""
+
+from runtime_client.adapters._common import CallText, call_text
+
+__all__ = ["CallText", "call_text"]

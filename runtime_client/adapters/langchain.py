@@ -1,0 +1,37 @@
+"""LangChain adapter: gateway tools as ``StructuredTool``s (``pip install toolgate[langchain]``).
+
+The args schema is the tool's JSON Schema from ListTools. Refusals and approval pauses raise
+``ToolException`` with ``handle_tool_error=True``, so the agent sees them as tool output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from langchain_core.tools import StructuredTool, ToolException
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("runtime_client.adapters.langchain needs langchain-core: "
+                      "pip install 'toolgate[langchain]'") from exc
+
+from runtime_client._client import AsyncGatewayClient
+from runtime_client._types import ToolSpec
+from runtime_client.adapters._common import call_text
+
+
+def langchain_tool(client: AsyncGatewayClient, spec: ToolSpec, *, run_id: str = "") -> StructuredTool:
+    async def call(**kwargs: Any) -> str:
+        text = call_text(await client.execute(spec.name, kwargs, run_id=run_id))
+        if text.is_error:
+            raise ToolException(text.text)
+        return text.text
+
+    return StructuredTool.from_function(
+        coroutine=call, name=spec.name, description=spec.description or spec.name,
+        args_schema=spec.input_schema, infer_schema=False, handle_tool_error=True,
+        metadata={"toolgate_risk": spec.risk.side_effect, "read_only": spec.read_only})
+
+
+async def langchain_tools(client: AsyncGatewayClient, *, run_id: str = "") -> list[StructuredTool]:
+    """One ``StructuredTool`` per tool the gateway lists for this caller."""
+    return [langchain_tool(client, spec, run_id=run_id) for spec in await client.list_tools()]

@@ -1,0 +1,38 @@
+"""OpenAI Agents SDK adapter: gateway tools as ``FunctionTool``s (``toolgate[openai-agents]``).
+
+Arguments arrive as the model's JSON text and are parsed strictly; outcomes other than a
+successful observation come back as error text the agent can act on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from agents import FunctionTool
+except ImportError as exc:  # pragma: no cover
+    raise ImportError("runtime_client.adapters.openai_agents needs openai-agents: "
+                      "pip install 'toolgate[openai-agents]'") from exc
+
+from runtime_client._client import AsyncGatewayClient
+from runtime_client._errors import ModelOutputError
+from runtime_client._model import strict_json_object
+from runtime_client._types import ToolSpec
+from runtime_client.adapters._common import call_text
+
+
+def function_tool(client: AsyncGatewayClient, spec: ToolSpec, *, run_id: str = "") -> FunctionTool:
+    async def invoke(ctx: Any, args_json: str) -> str:
+        try:
+            args = strict_json_object(args_json or "{}")
+        except ModelOutputError as exc:
+            return f"refused (invalid_arguments): {exc}"
+        return call_text(await client.execute(spec.name, args, run_id=run_id)).text
+
+    return FunctionTool(name=spec.name, description=spec.description or spec.name,
+                        params_json_schema=spec.input_schema, on_invoke_tool=invoke,
+                        strict_json_schema=False)
+
+
+async def function_tools(client: AsyncGatewayClient, *, run_id: str = "") -> list[FunctionTool]:
+    return [function_tool(client, spec, run_id=run_id) for spec in await client.list_tools()]

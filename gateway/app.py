@@ -8,13 +8,13 @@ import structlog
 from policies import PolicyEngine, PolicyError, build_engine
 from policies import UNDEFINED  # noqa: F401  (re-exported sentinel)
 
+from gateway.approvals import build_gate
 from gateway.audit import AuditLog
 from gateway.auth import Authenticator
 from gateway.claims import ExecutionClaims
 from gateway.config import Config
 from gateway.credentials import build_credentials
 from gateway.execute import build_execute_stage
-from gateway.hooks import NoApprovals
 from gateway.models import Identity
 from gateway.pipeline import Pipeline
 from gateway.store import open_store
@@ -34,7 +34,7 @@ class GatewayApp:
         self.store = open_store(config)
         self.claims = ExecutionClaims(self.store)
         self.executor = build_execute_stage(config, self.store)
-        self.approvals: Any = NoApprovals()
+        self.approvals: Any = build_gate(config, store=self.store, audit=self.audit)
         self.credentials: Any = build_credentials(config)
         self.pipeline = Pipeline(
             config=config,

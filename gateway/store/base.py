@@ -43,7 +43,85 @@ class StoreUnavailable(Exception):
     """The store cannot be reached or failed; calls fail closed with internal_error."""
 
 
-class Store(Protocol):
+# -- approvals (issue B) --------------------------------------------------------------------
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"  # quorum reached; ``grant`` holds the gateway-signed grant
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    EXECUTED = "executed"  # the grant was consumed by an execution
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """One approval request. Times are epoch seconds; ``args_json`` is RFC 8785 canonical."""
+
+    approval_id: str
+    status: ApprovalStatus
+    tenant: str
+    agent: str
+    user: str
+    run_id: str
+    step: int
+    tool: str
+    tool_version: str
+    args_json: str
+    args_hash: str
+    reasons: tuple[str, ...]
+    groups_any: tuple[str, ...]
+    quorum: int
+    risk: dict[str, Any]
+    created_at: float
+    expires_at: float
+    decision_id: str
+    audience: str
+    approvers: tuple[str, ...] = ()
+    rejection_reason: str = ""
+    grant: str = ""
+    grant_jti: str = ""
+    updated_at: float = 0.0
+
+
+class VoteStatus(StrEnum):
+    ADDED = "added"  # recorded; ``approvers`` now includes the approver
+    SAME_APPROVER = "same_approver"  # this approver already approved: not counted twice
+    JTI_REUSED = "jti_reused"  # the token's jti was seen before (a replayed approval)
+    NOT_PENDING = "not_pending"  # the request is no longer pending
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class Vote:
+    status: VoteStatus
+    approvers: tuple[str, ...] = ()
+
+
+class ApprovalStore(Protocol):
+    """What the approval flow needs from the store. Each method is atomic."""
+
+    async def create_approval(self, record: ApprovalRecord) -> None: ...
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
+
+    async def list_approvals(self, *, tenant: str = "", status: str = "", limit: int = 500) -> list[ApprovalRecord]:
+        """Newest first; "" matches any tenant / status."""
+        ...
+
+    async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:
+        """Consume ``jti`` and count ``approver`` once, only while the request is pending."""
+        ...
+
+    async def transition_approval(
+        self, approval_id: str, *, from_status: ApprovalStatus, to_status: ApprovalStatus, now: float,
+        approvers: tuple[str, ...] | None = None, grant: str = "", grant_jti: str = "", rejection_reason: str = "",
+    ) -> ApprovalRecord | None:
+        """Compare-and-set the status (and set the given fields); None if it was not ``from_status``."""
+        ...
+
+
+class Store(ApprovalStore, Protocol):
     async def claim(self, scope: str, key: str, args_hash: str, now: float) -> Claim:
         """Atomically claim (scope, key) or return the existing claim."""
         ...
@@ -77,3 +155,4 @@ def open_store(config: Config, **kwargs: Any) -> Store:
     from gateway.store.sqlite import SQLiteStore
 
     return SQLiteStore(config.store_path, **kwargs)
+

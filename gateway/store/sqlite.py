@@ -7,11 +7,22 @@ across processes sharing the file.
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from pathlib import Path
-from typing import Sequence
+import json
+from typing import Any, Sequence
 
-from gateway.store.base import BucketSpec, Claim, ClaimStatus, StoreUnavailable
+from gateway.store.base import (
+    ApprovalRecord,
+    ApprovalStatus,
+    BucketSpec,
+    Claim,
+    ClaimStatus,
+    StoreUnavailable,
+    Vote,
+    VoteStatus,
+)
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS claims (
@@ -20,6 +31,12 @@ SCHEMA = [
         PRIMARY KEY (scope, key))""",
     """CREATE TABLE IF NOT EXISTS rate_buckets (
         key TEXT PRIMARY KEY, tokens REAL NOT NULL, updated REAL NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS approvals (
+        approval_id TEXT PRIMARY KEY, status TEXT NOT NULL, tenant TEXT NOT NULL, created_at REAL NOT NULL,
+        record TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS approvals_tenant_status ON approvals(tenant, status, created_at)",
+    """CREATE TABLE IF NOT EXISTS approval_votes (
+        jti TEXT PRIMARY KEY, approval_id TEXT NOT NULL, approver TEXT NOT NULL, created REAL NOT NULL)""",
 ]
 
 
@@ -118,6 +135,87 @@ class SQLiteStore:
             )
         return wait
 
+    # -- approvals ----------------------------------------------------------------------
+
+    async def create_approval(self, record: ApprovalRecord) -> None:
+        self._run(lambda: self._db.execute(
+            "INSERT INTO approvals(approval_id, status, tenant, created_at, record) VALUES (?,?,?,?,?)",
+            (record.approval_id, str(record.status), record.tenant, record.created_at, _dump(record)),
+        ))
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        row = self._run(lambda: self._db.execute(
+            "SELECT record FROM approvals WHERE approval_id=?", (approval_id,)).fetchone())
+        return None if row is None else _load(row[0])
+
+    async def list_approvals(self, *, tenant: str = "", status: str = "", limit: int = 500) -> list[ApprovalRecord]:
+        rows = self._run(lambda: self._db.execute(
+            "SELECT record FROM approvals WHERE (?='' OR tenant=?) AND (?='' OR status=?) "
+            "ORDER BY created_at DESC LIMIT ?", (tenant, tenant, status, status, limit)).fetchall())
+        return [_load(r[0]) for r in rows]
+
+    async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:
+        return self._atomic(lambda: self._vote(approval_id, approver, jti, now))
+
+    def _vote(self, approval_id: str, approver: str, jti: str, now: float) -> tuple[bool, Vote]:
+        row = self._db.execute("SELECT status FROM approvals WHERE approval_id=?", (approval_id,)).fetchone()
+        if row is None or row[0] != ApprovalStatus.PENDING:
+            return False, Vote(VoteStatus.NOT_FOUND if row is None else VoteStatus.NOT_PENDING, self._voters(approval_id))
+        if self._db.execute("SELECT 1 FROM approval_votes WHERE jti=?", (jti,)).fetchone():
+            return False, Vote(VoteStatus.JTI_REUSED, self._voters(approval_id))
+        before = self._voters(approval_id)
+        self._db.execute("INSERT INTO approval_votes(jti, approval_id, approver, created) VALUES (?,?,?,?)",
+                         (jti, approval_id, approver, now))
+        status = VoteStatus.SAME_APPROVER if approver in before else VoteStatus.ADDED
+        return True, Vote(status, self._voters(approval_id))
+
+    def _voters(self, approval_id: str) -> tuple[str, ...]:
+        rows = self._db.execute(
+            "SELECT approver FROM approval_votes WHERE approval_id=? GROUP BY approver ORDER BY MIN(created), approver",
+            (approval_id,)).fetchall()
+        return tuple(r[0] for r in rows)
+
+    async def transition_approval(
+        self, approval_id: str, *, from_status: ApprovalStatus, to_status: ApprovalStatus, now: float,
+        approvers: tuple[str, ...] | None = None, grant: str = "", grant_jti: str = "", rejection_reason: str = "",
+    ) -> ApprovalRecord | None:
+        def step() -> tuple[bool, ApprovalRecord | None]:
+            row = self._db.execute("SELECT record FROM approvals WHERE approval_id=?", (approval_id,)).fetchone()
+            if row is None or (old := _load(row[0])).status != from_status:
+                return False, None
+            changes: dict[str, Any] = {"status": to_status, "updated_at": now}
+            for name, value in (("grant", grant), ("grant_jti", grant_jti), ("rejection_reason", rejection_reason)):
+                if value:
+                    changes[name] = value
+            if approvers is not None:
+                changes["approvers"] = tuple(approvers)
+            new = dataclasses.replace(old, **changes)
+            self._db.execute("UPDATE approvals SET status=?, record=? WHERE approval_id=?",
+                             (str(to_status), _dump(new), approval_id))
+            return True, new
+
+        return self._atomic(step)
+
+    def _atomic(self, step: Any) -> Any:
+        """Run ``step() -> (commit, value)`` inside BEGIN IMMEDIATE."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                commit, value = step()
+                self._db.execute("COMMIT" if commit else "ROLLBACK")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return value
+
+    def _run(self, fn: Any) -> Any:
+        try:
+            return fn()
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
     async def close(self) -> None:
         self._db.close()
 
@@ -125,3 +223,15 @@ class SQLiteStore:
 def _claim_from_row(row: tuple[str, str, str | None]) -> Claim:
     status, args_hash, outcome = row
     return Claim(ClaimStatus.DONE if status == "done" else ClaimStatus.RUNNING, args_hash, outcome)
+
+
+def _dump(record: ApprovalRecord) -> str:
+    return json.dumps(dataclasses.asdict(record), separators=(",", ":"), ensure_ascii=False)
+
+
+def _load(text: str) -> ApprovalRecord:
+    raw = json.loads(text)
+    for name in ("reasons", "groups_any", "approvers"):
+        raw[name] = tuple(raw[name])
+    raw["status"] = ApprovalStatus(raw["status"])
+    return ApprovalRecord(**raw)

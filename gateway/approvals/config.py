@@ -1,0 +1,91 @@
+"""The ``approvals:`` section of the gateway config, validated here (``Config.approvals`` is a dict).
+
+Example::
+
+    approvals:
+      grant_keys: [keys/grant-1.pem]      # newest first signs; all verify; generated if absent
+      grant_ttl_seconds: 120
+      clock_skew_seconds: 30
+      approvers:
+        - id: alice
+          groups: [ops]
+          keys:
+            - {kid: alice-2024, public_key: "<raw Ed25519 key, base64>"}
+            - {kid: alice-2023, public_key_pem: "-----BEGIN PUBLIC KEY-----..."}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gateway.config import Config, ConfigError
+
+_ID = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ApproverKey(_Strict):
+    kid: str = Field(pattern=_ID)
+    """Key id, carried in the approval token's header; unique across the keyring."""
+    public_key: str = ""
+    """The raw 32-byte Ed25519 public key, base64 (standard or url-safe)."""
+    public_key_pem: str = ""
+    """Or: the public key as PEM (SubjectPublicKeyInfo)."""
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "ApproverKey":
+        if bool(self.public_key) == bool(self.public_key_pem):
+            raise ValueError("give exactly one of public_key (base64) or public_key_pem")
+        return self
+
+
+class ApproverConfig(_Strict):
+    id: str = Field(pattern=_ID)
+    """The approver id: the ``iss`` of their approvals and the ``approver`` of their API identity."""
+    groups: list[str] = Field(default_factory=list)
+    """Groups the approver belongs to (policies require ``groups_any``)."""
+    keys: list[ApproverKey] = Field(min_length=1)
+    """Public keys; several during a rotation. Any listed key verifies."""
+
+
+class ApprovalsConfig(_Strict):
+    approvers: list[ApproverConfig] = Field(default_factory=list)
+    """The approver keyring."""
+    grant_keys: list[str] = Field(default_factory=lambda: ["grant-signing.pem"])
+    """Gateway grant-signing key files (PEM, Ed25519); the first signs, all verify. Relative
+    paths resolve against the data dir; a missing first file is generated on start."""
+    grant_ttl_seconds: int = Field(default=120, ge=5, le=3600)
+    """Lifetime of an issued grant (never beyond the request's expiry)."""
+    clock_skew_seconds: int = Field(default=30, ge=0, le=300)
+    """Tolerated clock difference when checking iat/nbf/exp."""
+    max_approval_lifetime_seconds: int = Field(default=3600, ge=60, le=86400)
+    """An approver's token may not be valid for longer than this (exp - iat)."""
+    watch_queue_size: int = Field(default=256, ge=8, le=65536)
+    """Events buffered per Watch stream before a slow watcher is dropped."""
+
+    @model_validator(mode="after")
+    def _unique(self) -> "ApprovalsConfig":
+        ids = [a.id for a in self.approvers]
+        kids = [k.kid for a in self.approvers for k in a.keys]
+        for what, names in (("approver ids", ids), ("key ids (kid)", kids)):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"{what} must be unique, repeated: {', '.join(dupes)}")
+        if not self.grant_keys:
+            raise ValueError("grant_keys needs at least one file")
+        return self
+
+
+def approvals_config(config: Config) -> ApprovalsConfig:
+    """Validate ``config.approvals``; raise ConfigError naming the field."""
+    raw: Any = config.approvals or {}
+    try:
+        return ApprovalsConfig.model_validate(raw)
+    except ValidationError as exc:
+        lines = [f"approvals.{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()]
+        raise ConfigError("\n".join(lines)) from exc

@@ -1,0 +1,132 @@
+"""The pipeline's approval gate (``gateway.hooks.ApprovalGate``).
+
+``verify_presented`` honours a grant presented with a call, either as the token itself or by
+approval id (the gateway looks up the grant it issued). The grant is verified like any
+token (signature first, grant key ring only), then bound to this call: audience, time,
+approval id, tool, tenant, run, requesting agent, and the args hash of the arguments now
+presented. Its approvers are re-checked against the current keyring (a removed approver no
+longer counts). The pipeline then claims the grant's jti, so a replay gets the stored outcome.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.approvals import tokens
+from gateway.approvals.service import ApprovalService
+from gateway.codes import Code
+from gateway.models import CallContext, Outcome, Refused
+from gateway.store.base import ApprovalRecord, ApprovalStatus
+
+S = ApprovalStatus
+_OPAQUE = ("the approval could not be verified",)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedApproval:
+    grant_id: str
+    approval_id: str
+    approvers: tuple[str, ...]
+    groups: tuple[str, ...]
+
+
+class _Fail(Exception):
+    def __init__(self, reason: str, code: Code = Code.INVALID_APPROVAL, message: tuple[str, ...] = _OPAQUE) -> None:
+        super().__init__(reason)
+        self.reason, self.code, self.message = reason, code, message
+
+
+class ApprovalGate:
+    def __init__(self, service: ApprovalService) -> None:
+        self.service = service
+
+    async def verify_presented(self, ctx: CallContext) -> Refused | None:
+        call = ctx.call
+        if not call.approval_grant and not call.approval_id:
+            return None
+        try:
+            rec, verified = await self._verify(ctx)
+        except _Fail as exc:
+            self._audit(ctx, "verification_failed", exc.code, reason=exc.reason, approval_id=call.approval_id[:64])
+            return Refused(exc.code, exc.message)
+        ctx.approval = VerifiedApproval(
+            grant_id=verified.jti, approval_id=rec.approval_id,
+            approvers=tuple(verified.claims["approvers"]), groups=tuple(verified.claims["groups"]),
+        )
+        self._audit(ctx, "grant_verified", Code.OK, approval_id=rec.approval_id, grant_jti=verified.jti,
+                    approvers=list(ctx.approval.approvers))
+        return None
+
+    async def request(self, ctx: CallContext) -> Outcome:
+        return await self.service.create_request(ctx)
+
+    async def executed(self, ctx: CallContext, result: Any) -> None:
+        approval = ctx.approval
+        new = await self.service.store.transition_approval(
+            approval.approval_id, from_status=S.APPROVED, to_status=S.EXECUTED, now=self.service.clock())
+        rec = new or await self.service.store.get_approval(approval.approval_id)
+        if rec is not None:
+            self.service.record_event("executed", rec, Code(str(result.code)), grant_jti=approval.grant_id,
+                                      executed_by=ctx.identity.agent, execution_decision_id=ctx.decision_id)
+
+    # -- verification -------------------------------------------------------------------------
+
+    async def _verify(self, ctx: CallContext) -> tuple[ApprovalRecord, tokens.Verified]:
+        token, rec = ctx.call.approval_grant, None
+        if ctx.call.approval_id:
+            rec = await self._record(ctx, ctx.call.approval_id)
+            token = token or rec.grant
+        try:
+            signed = tokens.verify_signature(token, typ=tokens.TYP_GRANT, keyring=self.service.grant_keys.keyring)
+        except tokens.TokenRejected as exc:
+            raise _Fail(exc.reason) from None
+        if rec is None:
+            rec = await self._record(ctx, signed.claims["sub"])
+        if not rec.grant_jti or signed.jti != rec.grant_jti:
+            raise _Fail("the grant is not the one issued for this approval")
+        return rec, self._verify_bound(ctx, rec, token)
+
+    async def _record(self, ctx: CallContext, approval_id: str) -> ApprovalRecord:
+        rec = await self.service.store.get_approval(approval_id)
+        ident = ctx.identity
+        if rec is None or rec.tenant != ident.tenant or rec.agent != ident.agent:
+            raise _Fail("unknown approval id, or the caller is not the requesting agent")
+        rec = await self.service.expire_if_due(rec)
+        if rec.status is S.PENDING:
+            raise _Fail("approval still pending", Code.APPROVAL_PENDING,
+                        (f"approval {rec.approval_id} is still pending ({len(rec.approvers)}/{rec.quorum})",))
+        if rec.status is S.REJECTED:
+            raise _Fail("approval rejected", Code.APPROVAL_REJECTED,
+                        (f"approval {rec.approval_id} was rejected: {rec.rejection_reason}",))
+        if rec.status is S.EXPIRED:
+            raise _Fail("approval expired", Code.APPROVAL_EXPIRED, (f"approval {rec.approval_id} has expired",))
+        return rec
+
+    def _verify_bound(self, ctx: CallContext, rec: ApprovalRecord, token: str) -> tokens.Verified:
+        svc, ident = self.service, ctx.identity
+        expected = tokens.Expected(
+            audience=svc.gateway_id, approval_id=rec.approval_id, tool=ctx.tool.name, tenant=ident.tenant,
+            run_id=ctx.call.run_id, args_hash=ctx.args_hash, agent=ident.agent,
+        )
+        limits = tokens.Limits(svc.settings.clock_skew_seconds, svc.settings.grant_ttl_seconds)
+        try:
+            verified = tokens.verify(token, typ=tokens.TYP_GRANT, keyring=svc.grant_keys.keyring,
+                                     expected=expected, now=int(svc.clock()), limits=limits)
+        except tokens.TokenRejected as exc:
+            if exc.code is Code.APPROVAL_ARGS_MISMATCH:
+                raise _Fail(exc.reason, exc.code, ("the arguments differ from the approved arguments",)) from None
+            raise _Fail(exc.reason) from None
+        self._check_approvers(ctx, rec, verified.claims["approvers"])
+        return verified
+
+    def _check_approvers(self, ctx: CallContext, rec: ApprovalRecord, approvers: list[str]) -> None:
+        keyring = self.service.keyring
+        requester = {x for x in (rec.user, rec.agent, ctx.identity.user, ctx.identity.agent) if x}
+        valid = {a for a in approvers if keyring.groups_of(a) & set(rec.groups_any) and a not in requester}
+        if len(valid) < rec.quorum or len(valid) != len(approvers):
+            raise _Fail(f"grant approvers {approvers} no longer satisfy quorum {rec.quorum} of {list(rec.groups_any)}")
+
+    def _audit(self, ctx: CallContext, event: str, code: Code, **fields: Any) -> None:
+        self.service.audit.record("approval", decision_id=ctx.decision_id, code=str(code), action=event,
+                                  at=self.service.clock(), **fields)

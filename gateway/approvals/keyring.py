@@ -1,0 +1,148 @@
+"""Key rings: approver public keys (verify only) and the gateway's grant-signing keys.
+
+Approver keys are looked up by ``kid`` only: the key never comes from the token, and the
+kid also names its owner, so an approval's ``iss`` must be the owner of the key that signed
+it. Grant keys: the first file signs, every listed file verifies (rotation = prepend a new
+file, keep the old one until the grants it signed have expired).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from gateway.approvals.config import ApprovalsConfig, ApproverKey
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyKey:
+    kid: str
+    owner: str
+    key: Ed25519PublicKey
+
+
+class Keyring:
+    """kid → (owner, public key). ``get`` returns None for an unknown kid."""
+
+    def __init__(self, keys: list[VerifyKey], groups: dict[str, frozenset[str]] | None = None) -> None:
+        self._keys = {k.kid: k for k in keys}
+        if len(self._keys) != len(keys):
+            raise ValueError("duplicate kid in keyring")
+        self._groups = groups or {}
+
+    def get(self, kid: object) -> VerifyKey | None:
+        return self._keys.get(kid) if isinstance(kid, str) else None
+
+    def groups_of(self, owner: str) -> frozenset[str]:
+        return self._groups.get(owner, frozenset())
+
+    @property
+    def owners(self) -> list[str]:
+        return sorted(self._groups)
+
+    def members_of(self, groups: list[str] | tuple[str, ...]) -> list[str]:
+        wanted = set(groups)
+        return sorted(o for o, g in self._groups.items() if g & wanted)
+
+
+def approver_keyring(cfg: ApprovalsConfig) -> Keyring:
+    keys = [VerifyKey(k.kid, a.id, load_public_key(k)) for a in cfg.approvers for k in a.keys]
+    return Keyring(keys, {a.id: frozenset(a.groups) for a in cfg.approvers})
+
+
+def load_public_key(entry: ApproverKey) -> Ed25519PublicKey:
+    if entry.public_key_pem:
+        key = serialization.load_pem_public_key(entry.public_key_pem.encode())
+        if not isinstance(key, Ed25519PublicKey):
+            raise ValueError(f"key {entry.kid}: not an Ed25519 public key")
+        return key
+    raw = base64.urlsafe_b64decode(_pad(entry.public_key.replace("+", "-").replace("/", "_")))
+    if len(raw) != 32:
+        raise ValueError(f"key {entry.kid}: a raw Ed25519 public key is 32 bytes, got {len(raw)}")
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def _pad(text: str) -> str:
+    return text + "=" * (-len(text) % 4)
+
+
+def raw_public_b64(key: Ed25519PublicKey) -> str:
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return base64.b64encode(raw).decode()
+
+
+def key_thumbprint(key: Ed25519PublicKey) -> str:
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class SigningKey:
+    kid: str
+    key: Ed25519PrivateKey
+
+
+class GrantKeys:
+    """The gateway's grant keys: ``signer`` signs, ``keyring`` verifies with any."""
+
+    def __init__(self, keys: list[SigningKey], owner: str) -> None:
+        if not keys:
+            raise ValueError("at least one grant key is needed")
+        self.signer = keys[0]
+        self.keyring = Keyring([VerifyKey(k.kid, owner, k.key.public_key()) for k in keys])
+
+
+def load_grant_keys(cfg: ApprovalsConfig, data_dir: Path, gateway_id: str) -> GrantKeys:
+    """Load the grant key files; generate the first one (mode 0600) if it does not exist."""
+    paths = [p if p.is_absolute() else data_dir / p for p in (Path(os.path.expanduser(f)) for f in cfg.grant_keys)]
+    if not paths[0].exists():
+        write_private_key(paths[0], Ed25519PrivateKey.generate())
+    keys = []
+    for path in paths:
+        key = load_private_key(path.read_bytes())
+        keys.append(SigningKey(f"grant-{key_thumbprint(key.public_key())}", key))
+    return GrantKeys(keys, owner=gateway_id)
+
+
+def load_private_key(pem: bytes, passphrase: bytes | None = None) -> Ed25519PrivateKey:
+    key = serialization.load_pem_private_key(pem, password=passphrase)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValueError("not an Ed25519 private key")
+    return key
+
+
+def private_pem(key: Ed25519PrivateKey, passphrase: bytes | None = None) -> bytes:
+    enc: serialization.KeySerializationEncryption = (
+        serialization.BestAvailableEncryption(passphrase) if passphrase else serialization.NoEncryption()
+    )
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc)
+
+
+def write_private_key(
+    path: Path, key: Ed25519PrivateKey, passphrase: bytes | None = None, labels: dict[str, str] | None = None
+) -> None:
+    """Create ``path`` with mode 0600 (refusing to overwrite); ``labels`` become
+    ``toolgate-NAME: value`` lines before the PEM block (the CLI reads kid and approver there)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = "".join(f"toolgate-{k}: {v}\n" for k, v in (labels or {}).items()).encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(head + private_pem(key, passphrase))
+
+
+def key_labels(pem: bytes) -> dict[str, str]:
+    """The ``toolgate-NAME: value`` lines before a PEM block (see ``write_private_key``)."""
+    labels = {}
+    for line in pem.decode("utf-8", "replace").splitlines():
+        if line.startswith("-----BEGIN"):
+            break
+        name, sep, value = line.partition(":")
+        if sep and name.startswith("toolgate-"):
+            labels[name[len("toolgate-"):].strip()] = value.strip()
+    return labels

@@ -1,0 +1,249 @@
+"""The approval flow, independent of gRPC: create requests, read them, submit signed
+approvals and rejections, issue grants, expire. The servicer and the pipeline gate call it.
+
+Errors raised to the servicer (one root, ``ApprovalError``)::
+
+    ApprovalError
+    ├── NotFound          no such request visible to this caller (also: another tenant's)
+    ├── PermissionDenied  the caller's role may not do this (e.g. an agent approving)
+    └── Refusal           the request or token was refused; ``code`` is the stable outcome code
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import rfc8785
+
+from gateway.approvals import tokens
+from gateway.approvals.config import ApprovalsConfig
+from gateway.approvals.events import EventHub
+from gateway.approvals.keyring import GrantKeys, Keyring
+from gateway.audit import AuditLog
+from gateway.codes import Code
+from gateway.models import ApprovalRequired, CallContext, Identity
+from gateway.store.base import ApprovalRecord, ApprovalStatus, Store, VoteStatus
+
+S = ApprovalStatus
+_STATUS_CODE = {S.REJECTED: Code.APPROVAL_REJECTED, S.EXPIRED: Code.APPROVAL_EXPIRED}
+
+
+class ApprovalError(Exception):
+    """Root of the errors the approval service raises to its callers."""
+
+
+class NotFound(ApprovalError):
+    """No such approval request visible to this caller."""
+
+
+class PermissionDenied(ApprovalError):
+    """The caller's role may not do this."""
+
+
+class Refusal(ApprovalError):
+    """Refused with a stable ``code``; ``str`` is safe to show (details are audited only)."""
+
+    def __init__(self, code: Code, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def is_approver(identity: Identity) -> bool:
+    return "approver" in identity.roles and bool(identity.user)
+
+
+def is_requester(identity: Identity, rec: ApprovalRecord) -> bool:
+    return identity.tenant == rec.tenant and identity.agent == rec.agent and not is_approver(identity)
+
+
+class ApprovalService:
+    def __init__(
+        self, *, gateway_id: str, settings: ApprovalsConfig, store: Store, audit: AuditLog,
+        keyring: Keyring, grant_keys: GrantKeys, clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.gateway_id = gateway_id
+        self.settings = settings
+        self.store = store
+        self.audit = audit
+        self.keyring = keyring
+        self.grant_keys = grant_keys
+        self.clock = clock
+        self.events = EventHub(settings.watch_queue_size)
+
+    # -- requests -------------------------------------------------------------------------
+
+    async def create_request(self, ctx: CallContext) -> ApprovalRequired:
+        """Persist a pending request for this call (or reuse the caller's identical pending one)."""
+        rec = await self._pending_duplicate(ctx) or await self._new_request(ctx)
+        return ApprovalRequired(
+            approval_id=rec.approval_id,
+            expires_at=datetime.fromtimestamp(rec.expires_at, timezone.utc),
+            reasons=rec.reasons,
+            approver_groups=rec.groups_any,
+            quorum=rec.quorum,
+            approvers=tuple(a for a in self.keyring.members_of(rec.groups_any) if a not in (rec.user, rec.agent)),
+        )
+
+    async def _new_request(self, ctx: CallContext) -> ApprovalRecord:
+        now, req, ident = self.clock(), ctx.decision.approval, ctx.identity
+        rec = ApprovalRecord(
+            approval_id=str(uuid.uuid4()), status=S.PENDING, tenant=ident.tenant, agent=ident.agent,
+            user=ident.user, run_id=ctx.call.run_id, step=ctx.call.step, tool=ctx.tool.name,
+            tool_version=ctx.tool.config.version, args_json=rfc8785.dumps(ctx.args).decode(),
+            args_hash=ctx.args_hash, reasons=tuple(ctx.decision.reasons), groups_any=tuple(req.groups_any),
+            quorum=req.quorum, risk=ctx.tool.config.risk.model_dump(), created_at=now,
+            expires_at=now + req.ttl_seconds, decision_id=ctx.decision_id, audience=self.gateway_id, updated_at=now,
+        )
+        await self.store.create_approval(rec)
+        self._event("requested", rec, Code.APPROVAL_REQUIRED, requested_by=ident.agent, user=ident.user,
+                    groups_any=list(rec.groups_any), quorum=rec.quorum, expires_at=rec.expires_at)
+        return rec
+
+    async def _pending_duplicate(self, ctx: CallContext) -> ApprovalRecord | None:
+        ident = ctx.identity
+        for rec in await self.store.list_approvals(tenant=ident.tenant, status=S.PENDING, limit=200):
+            same = (rec.agent, rec.user, rec.run_id, rec.tool, rec.args_hash) == (
+                ident.agent, ident.user, ctx.call.run_id, ctx.tool.name, ctx.args_hash)
+            req = ctx.decision.approval
+            if same and (rec.groups_any, rec.quorum) == (tuple(req.groups_any), req.quorum):
+                rec = await self.expire_if_due(rec)
+                if rec.status is S.PENDING:
+                    return rec
+        return None
+
+    async def expire_if_due(self, rec: ApprovalRecord) -> ApprovalRecord:
+        """Move a pending or approved (unused) request past its expiry to ``expired``."""
+        if rec.status not in (S.PENDING, S.APPROVED) or self.clock() < rec.expires_at:
+            return rec
+        new = await self.store.transition_approval(
+            rec.approval_id, from_status=rec.status, to_status=S.EXPIRED, now=self.clock())
+        if new is None:
+            return await self.store.get_approval(rec.approval_id) or rec
+        self._event("expired", new, Code.APPROVAL_EXPIRED)
+        return new
+
+    # -- reading ----------------------------------------------------------------------------
+
+    async def get(self, identity: Identity, approval_id: str) -> ApprovalRecord:
+        rec = await self.store.get_approval(approval_id)
+        if rec is None or rec.tenant != identity.tenant:
+            raise NotFound("no such approval request")
+        if not (is_approver(identity) or is_requester(identity, rec)):
+            raise PermissionDenied("only approvers and the requesting agent may read this request")
+        return await self.expire_if_due(rec)
+
+    async def list(self, identity: Identity, *, status: str = "", tenant: str = "") -> list[ApprovalRecord]:
+        if not is_approver(identity):
+            raise PermissionDenied("only approvers may list approval requests")
+        if tenant and tenant != identity.tenant:
+            raise PermissionDenied("approvers see only their own tenant")
+        if status and status not in S.__members__.values():
+            raise Refusal(Code.INVALID_ARGUMENTS, f"unknown status {status[:32]!r}")
+        recs = [await self.expire_if_due(r) for r in await self.store.list_approvals(tenant=identity.tenant)]
+        return [r for r in recs if not status or r.status == status]
+
+    def visible(self, identity: Identity, rec: ApprovalRecord) -> bool:
+        return rec.tenant == identity.tenant and (is_approver(identity) or is_requester(identity, rec))
+
+    # -- approving ----------------------------------------------------------------------------
+
+    async def submit(self, identity: Identity, approval_id: str, token: str) -> ApprovalRecord:
+        rec = await self._pending_for_approver(identity, approval_id)
+        verified = self._verify_approver_token(identity, rec, token, tokens.TYP_APPROVAL)
+        vote = await self.store.add_approval_vote(rec.approval_id, verified.issuer, verified.jti, self.clock())
+        if vote.status in (VoteStatus.JTI_REUSED, VoteStatus.NOT_PENDING, VoteStatus.NOT_FOUND):
+            self._failed(rec, f"vote refused: {vote.status}", approver=verified.issuer)
+            raise Refusal(Code.INVALID_APPROVAL, "the approval was refused")
+        if vote.status is VoteStatus.SAME_APPROVER:
+            self._event("approval_repeated", rec, Code.APPROVAL_PENDING, approver=verified.issuer, jti=verified.jti)
+            return rec
+        if len(vote.approvers) >= rec.quorum:
+            self._event("approved", rec, Code.OK, approver=verified.issuer, kid=verified.kid, jti=verified.jti,
+                        approvers=list(vote.approvers), quorum=rec.quorum)
+            return await self._grant(rec, vote.approvers)
+        new = await self.store.transition_approval(
+            rec.approval_id, from_status=S.PENDING, to_status=S.PENDING, now=self.clock(), approvers=vote.approvers)
+        rec = new or await self.store.get_approval(rec.approval_id) or rec
+        self._event("approved", rec, Code.APPROVAL_PENDING, approver=verified.issuer, kid=verified.kid,
+                    jti=verified.jti, approvers=list(vote.approvers), quorum=rec.quorum)
+        return rec
+
+    async def reject(self, identity: Identity, approval_id: str, token: str) -> ApprovalRecord:
+        rec = await self._pending_for_approver(identity, approval_id)
+        verified = self._verify_approver_token(identity, rec, token, tokens.TYP_REJECTION)
+        reason = verified.claims["reason"][:1000]
+        new = await self.store.transition_approval(
+            rec.approval_id, from_status=S.PENDING, to_status=S.REJECTED, now=self.clock(), rejection_reason=reason)
+        if new is None:
+            raise Refusal(Code.INVALID_APPROVAL, "the request is no longer pending")
+        self._event("rejected", new, Code.APPROVAL_REJECTED, approver=verified.issuer, kid=verified.kid,
+                    jti=verified.jti, reason=reason)
+        return new
+
+    async def _pending_for_approver(self, identity: Identity, approval_id: str) -> ApprovalRecord:
+        if not is_approver(identity):
+            raise PermissionDenied("only approver identities may approve or reject")
+        rec = await self.store.get_approval(approval_id)
+        if rec is None or rec.tenant != identity.tenant:
+            raise NotFound("no such approval request")
+        rec = await self.expire_if_due(rec)
+        if rec.status is not S.PENDING:
+            code = _STATUS_CODE.get(rec.status, Code.INVALID_APPROVAL)
+            raise Refusal(code, f"the request is {rec.status}, not pending")
+        return rec
+
+    def _verify_approver_token(self, identity: Identity, rec: ApprovalRecord, token: str, typ: str) -> tokens.Verified:
+        expected = tokens.Expected(
+            audience=self.gateway_id, approval_id=rec.approval_id, tool=rec.tool, tenant=rec.tenant,
+            run_id=rec.run_id, args_hash=rec.args_hash, groups_any=rec.groups_any,
+            not_issuers=tuple(x for x in (rec.user, rec.agent) if x),
+        )
+        limits = tokens.Limits(self.settings.clock_skew_seconds, self.settings.max_approval_lifetime_seconds)
+        try:
+            verified = tokens.verify(token, typ=typ, keyring=self.keyring, expected=expected,
+                                     now=int(self.clock()), limits=limits)
+            if verified.issuer != identity.user:
+                raise tokens.TokenRejected(f"signed by {verified.issuer!r} but submitted by {identity.user!r}")
+        except tokens.TokenRejected as exc:
+            self._failed(rec, exc.reason, submitted_by=identity.user, token_type=typ)
+            raise Refusal(exc.code, str(exc) if exc.code is Code.INVALID_APPROVAL else "approval_args_mismatch") from None
+        return verified
+
+    async def _grant(self, rec: ApprovalRecord, approvers: tuple[str, ...]) -> ApprovalRecord:
+        now = int(self.clock())
+        groups = sorted({g for a in approvers for g in self.keyring.groups_of(a)} & set(rec.groups_any))
+        claims: dict[str, Any] = {
+            "iss": self.gateway_id, "sub": rec.approval_id, "aud": self.gateway_id, "tool": rec.tool,
+            "args_hash": rec.args_hash, "tenant": rec.tenant, "run_id": rec.run_id, "agent": rec.agent,
+            "iat": now, "nbf": now, "exp": min(now + self.settings.grant_ttl_seconds, max(now + 1, int(rec.expires_at))),
+            "jti": str(uuid.uuid4()), "approvers": list(approvers), "groups": groups,
+        }
+        grant = tokens.sign(claims, self.grant_keys.signer, tokens.TYP_GRANT)
+        new = await self.store.transition_approval(
+            rec.approval_id, from_status=S.PENDING, to_status=S.APPROVED, now=now,
+            approvers=approvers, grant=grant, grant_jti=claims["jti"])
+        if new is None:  # a concurrent submit granted it first
+            return await self.store.get_approval(rec.approval_id) or rec
+        self._event("granted", new, Code.OK, approvers=list(approvers), groups=groups, grant_jti=claims["jti"],
+                    grant_kid=self.grant_keys.signer.kid, grant_exp=claims["exp"])
+        return new
+
+    # -- audit + events -----------------------------------------------------------------------
+
+    def _event(self, event: str, rec: ApprovalRecord, code: Code, **fields: Any) -> None:
+        self.audit.record(
+            "approval", decision_id=rec.decision_id, code=str(code), action=event, approval_id=rec.approval_id,
+            tenant=rec.tenant, tool=rec.tool, args_hash=rec.args_hash, at=self.clock(), **fields)
+        self.audit.flush()
+        if event in ("requested", "approved", "granted", "rejected", "expired", "executed"):
+            self.events.publish(event, rec)
+
+    def _failed(self, rec: ApprovalRecord, reason: str, **fields: Any) -> None:
+        self._event("verification_failed", rec, Code.INVALID_APPROVAL, reason=reason, **fields)
+
+    def record_event(self, event: str, rec: ApprovalRecord, code: Code, **fields: Any) -> None:
+        """For the gate: audit (and publish) an event about ``rec``."""
+        self._event(event, rec, code, **fields)

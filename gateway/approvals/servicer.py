@@ -1,0 +1,127 @@
+"""The ``Approvals`` gRPC service: proto in → ApprovalService → proto out.
+
+Status codes: PERMISSION_DENIED for a role that may not do this (an agent approving),
+NOT_FOUND for requests the caller cannot see, FAILED_PRECONDITION with the stable outcome
+code as details for refused tokens or finished requests.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator
+
+import grpc
+
+from gateway._proto.toolgate.v1 import gateway_pb2 as pb
+from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
+from gateway.approvals.service import ApprovalError, ApprovalService, NotFound, PermissionDenied, Refusal, is_requester
+from gateway.auth import require_identity
+from gateway.codes import Code
+from gateway.models import Identity
+from gateway.servicer import timestamp
+from gateway.store.base import ApprovalRecord
+
+MAX_ID = 128
+_WATCH_TICK = 1.0
+
+
+def add_approvals_service(server: grpc.aio.Server, app: Any) -> None:
+    service = getattr(app.approvals, "service", None)
+    if isinstance(service, ApprovalService):
+        pb_grpc.add_ApprovalsServicer_to_server(ApprovalsServicer(service), server)
+
+
+def record_to_proto(rec: ApprovalRecord, identity: Identity) -> pb.Approval:
+    """The grant is shown only to the requesting agent."""
+    return pb.Approval(
+        approval_id=rec.approval_id, status=str(rec.status), tenant=rec.tenant, agent=rec.agent, user=rec.user,
+        run_id=rec.run_id, step=rec.step, tool=rec.tool, tool_version=rec.tool_version,
+        args_json=rec.args_json.encode(), args_hash=rec.args_hash, reasons=list(rec.reasons),
+        groups_any=list(rec.groups_any), quorum=rec.quorum, created_at=_ts(rec.created_at),
+        expires_at=_ts(rec.expires_at), approvers=list(rec.approvers), rejection_reason=rec.rejection_reason,
+        risk=pb.Risk(**{k: str(v) for k, v in rec.risk.items() if k in ("side_effect", "reversibility", "data_sensitivity")}),
+        grant=rec.grant if is_requester(identity, rec) else "", decision_id=rec.decision_id, audience=rec.audience,
+    )
+
+
+def _ts(epoch: float) -> Any:
+    return timestamp(datetime.fromtimestamp(epoch, timezone.utc))
+
+
+class ApprovalsServicer(pb_grpc.ApprovalsServicer):
+    def __init__(self, service: ApprovalService) -> None:
+        self._svc = service
+
+    async def List(self, request: pb.ListApprovalsRequest, context: grpc.aio.ServicerContext) -> pb.ListApprovalsResponse:
+        identity = require_identity()
+        recs = await self._call(context, self._svc.list(identity, status=request.status, tenant=request.tenant))
+        return pb.ListApprovalsResponse(approvals=[record_to_proto(r, identity) for r in recs])
+
+    async def Get(self, request: pb.GetApprovalRequest, context: grpc.aio.ServicerContext) -> pb.Approval:
+        identity = require_identity()
+        await _check_id(context, request.approval_id)
+        rec = await self._call(context, self._svc.get(identity, request.approval_id))
+        return record_to_proto(rec, identity)
+
+    async def Submit(self, request: pb.SubmitApprovalRequest, context: grpc.aio.ServicerContext) -> pb.Approval:
+        identity = require_identity()
+        await _check_id(context, request.approval_id)
+        rec = await self._call(context, self._svc.submit(identity, request.approval_id, request.token))
+        return record_to_proto(rec, identity)
+
+    async def Reject(self, request: pb.RejectApprovalRequest, context: grpc.aio.ServicerContext) -> pb.Approval:
+        identity = require_identity()
+        await _check_id(context, request.approval_id)
+        rec = await self._call(context, self._svc.reject(identity, request.approval_id, request.token))
+        return record_to_proto(rec, identity)
+
+    async def Watch(self, request: pb.WatchApprovalsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ApprovalEvent]:
+        identity = require_identity()
+        one = request.approval_id
+        if one:
+            await _check_id(context, one)
+            await self._call(context, self._svc.get(identity, one))  # visibility check first
+        elif "approver" not in identity.roles:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "agents may watch only their own request by id")
+
+        def match(rec: ApprovalRecord) -> bool:
+            return (not one or rec.approval_id == one) and self._svc.visible(identity, rec)
+
+        with self._svc.events.subscribe(match) as sub:
+            if request.include_current:
+                current = [await self._svc.get(identity, one)] if one else await self._svc.list(identity)
+                for rec in current:
+                    yield pb.ApprovalEvent(type="current", approval=record_to_proto(rec, identity))
+            async for event_type, rec in self._events(sub, identity, one):
+                yield pb.ApprovalEvent(type=event_type, approval=record_to_proto(rec, identity))
+
+    async def _events(self, sub: Any, identity: Identity, one: str) -> AsyncIterator[tuple[str, ApprovalRecord]]:
+        """Published events; for a single request also its expiry (nothing publishes it otherwise)."""
+        while not sub.closed:
+            event = await sub.next(_WATCH_TICK)
+            if event is not None:
+                yield event.type, event.record
+                continue
+            if one:
+                rec = await self._svc.store.get_approval(one)
+                if rec is not None:
+                    await self._svc.expire_if_due(rec)  # when due, publishes "expired" to this subscription
+
+    async def _call(self, context: grpc.aio.ServicerContext, awaitable: Any) -> Any:
+        try:
+            return await awaitable
+        except NotFound as exc:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        except PermissionDenied as exc:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+        except Refusal as exc:
+            status = grpc.StatusCode.INVALID_ARGUMENT if exc.code is Code.INVALID_ARGUMENTS else grpc.StatusCode.FAILED_PRECONDITION
+            await context.abort(status, json.dumps({"code": str(exc.code), "message": str(exc)}))
+        except ApprovalError as exc:  # pragma: no cover - every subclass is handled above
+            await context.abort(grpc.StatusCode.INTERNAL, str(exc))
+
+
+async def _check_id(context: grpc.aio.ServicerContext, approval_id: str) -> None:
+    if not approval_id or len(approval_id) > MAX_ID:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "approval_id must be 1 to 128 characters")

@@ -1,0 +1,242 @@
+"""``toolgate approvals list|show|approve|reject|watch``: the approver's side.
+
+``approve`` and ``reject`` fetch the request, show it, recompute the args hash themselves
+from the arguments they display (strict JSON, RFC 8785) and sign that hash, never one they
+were merely told; if the server's hash differs they refuse to sign. Exit codes: 0 done,
+2 bad usage or key, 3 refused (by the gateway, or a hash mismatch), 6 transport/auth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hmac
+import json
+import os
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from gateway._proto.toolgate.v1 import gateway_pb2 as pb
+from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
+from gateway.approvals import tokens
+from gateway.approvals.keyring import SigningKey, key_labels, load_private_key
+from gateway.arguments import ArgumentsError, args_hash, parse_strict
+from gateway.cli._client import add_target_options, channel, metadata, report_rpc_error
+
+EXIT_USAGE, EXIT_REFUSED = 2, 3
+MAX_ARGS = 16 * 1024 * 1024
+APPROVAL_LIFETIME = 600
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("approvals", help="list, review, approve and reject pending calls",
+                       description="Review approval requests and sign approvals or rejections.")
+    verbs = p.add_subparsers(dest="approvals_verb", metavar="VERB")
+    v = verbs.add_parser("list", help="list approval requests of your tenant")
+    v.add_argument("--status", default="pending", help="pending|approved|rejected|expired|executed|all")
+    v.add_argument("--json", action="store_true", help="print JSON")
+    _common(v, run_list)
+    v = verbs.add_parser("show", help="show one request: tool, full arguments, reasons, risk, expiry")
+    v.add_argument("approval_id")
+    v.add_argument("--json", action="store_true", help="print JSON")
+    _common(v, run_show)
+    for name, func, what in (("approve", run_approve, "approval"), ("reject", run_reject, "rejection")):
+        v = verbs.add_parser(name, help=f"sign and submit a {what}",
+                             description=f"Fetch the request, show it, recompute its args hash and submit a signed {what}.")
+        v.add_argument("approval_id")
+        v.add_argument("--key", required=True, help="your Ed25519 private key (PEM), from `toolgate keys new`")
+        v.add_argument("--passphrase-env", default="", metavar="VAR", help="env var holding the key's passphrase")
+        v.add_argument("--kid", default="", help="key id (default: the toolgate-kid line of the key file)")
+        v.add_argument("--approver", default="", help="your approver id (default: the key file's toolgate-approver line)")
+        v.add_argument("--audience", default=os.environ.get("TOOLGATE_GATEWAY_ID", ""),
+                       help="the gateway id you expect (env TOOLGATE_GATEWAY_ID); refuse if the request names another")
+        if name == "reject":
+            v.add_argument("--reason", required=True, help="why the call is rejected (shown to the agent)")
+        _common(v, func)
+    v = verbs.add_parser("watch", help="stream approval events as JSON lines")
+    v.add_argument("approval_id", nargs="?", default="", help="watch one request (agents: their own only)")
+    v.add_argument("--include-current", action="store_true", help="first print the current state")
+    v.add_argument("--until", default="", help="stop after an event with this status (e.g. approved)")
+    _common(v, run_watch)
+    p.set_defaults(func=lambda ns: (p.print_help(), EXIT_USAGE)[1])
+
+
+def _common(p: argparse.ArgumentParser, func: Any) -> None:
+    add_target_options(p)
+    p.set_defaults(func=func)
+
+
+def _stub(ns: argparse.Namespace) -> pb_grpc.ApprovalsStub:
+    return pb_grpc.ApprovalsStub(channel(ns))
+
+
+def run_list(ns: argparse.Namespace) -> int:
+    status = "" if ns.status == "all" else ns.status
+    try:
+        resp = _stub(ns).List(pb.ListApprovalsRequest(status=status), metadata=metadata(ns), timeout=ns.timeout)
+    except grpc.RpcError as exc:
+        return report_rpc_error(exc)
+    if ns.json:
+        print(json.dumps([approval_dict(a) for a in resp.approvals], indent=2))
+        return 0
+    for a in resp.approvals:
+        print(f"{a.approval_id}  {a.status:<9} {a.tool:<16} agent={a.agent} groups={','.join(a.groups_any)} "
+              f"quorum={len(a.approvers)}/{a.quorum} expires={_when(a.expires_at.seconds)}")
+    return 0
+
+
+def run_show(ns: argparse.Namespace) -> int:
+    try:
+        a = _get(ns)
+    except grpc.RpcError as exc:
+        return report_rpc_error(exc)
+    if ns.json:
+        print(json.dumps(approval_dict(a), indent=2))
+        return 0
+    print(describe(a))
+    return 0
+
+
+def run_approve(ns: argparse.Namespace) -> int:
+    return _sign_and_send(ns, tokens.TYP_APPROVAL)
+
+
+def run_reject(ns: argparse.Namespace) -> int:
+    return _sign_and_send(ns, tokens.TYP_REJECTION)
+
+
+def _sign_and_send(ns: argparse.Namespace, typ: str) -> int:
+    try:
+        key = _load_key(ns)
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"toolgate: cannot use key {ns.key}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        a = _get(ns)
+    except grpc.RpcError as exc:
+        return report_rpc_error(exc)
+    print(describe(a))
+    mine, problem = recompute_hash(a)
+    if problem:
+        print(f"toolgate: refusing to sign: {problem}", file=sys.stderr)
+        return EXIT_REFUSED
+    if ns.audience and ns.audience != a.audience:
+        print(f"toolgate: refusing to sign: request is for gateway {a.audience!r}, expected {ns.audience!r}", file=sys.stderr)
+        return EXIT_REFUSED
+    token = tokens.sign(_claims(ns, a, mine, typ), key, typ)
+    request_cls, rpc = (pb.SubmitApprovalRequest, "Submit") if typ == tokens.TYP_APPROVAL else (pb.RejectApprovalRequest, "Reject")
+    try:
+        out = getattr(_stub(ns), rpc)(request_cls(approval_id=a.approval_id, token=token), metadata=metadata(ns), timeout=ns.timeout)
+    except grpc.RpcError as exc:
+        if exc.code() is grpc.StatusCode.FAILED_PRECONDITION:
+            print(f"toolgate: refused: {exc.details()}", file=sys.stderr)
+            return EXIT_REFUSED
+        return report_rpc_error(exc)
+    print(json.dumps({"approval_id": out.approval_id, "status": out.status, "approvers": list(out.approvers),
+                      "quorum": out.quorum}))
+    return 0
+
+
+def _claims(ns: argparse.Namespace, a: pb.Approval, mine: str, typ: str) -> dict[str, Any]:
+    now = int(time.time())
+    claims: dict[str, Any] = {
+        "iss": ns.approver_id, "sub": a.approval_id, "aud": a.audience, "tool": a.tool, "args_hash": mine,
+        "tenant": a.tenant, "run_id": a.run_id, "iat": now,
+        "exp": max(now + 1, min(now + APPROVAL_LIFETIME, a.expires_at.seconds)), "jti": str(uuid.uuid4()),
+    }
+    if typ == tokens.TYP_REJECTION:
+        claims["reason"] = ns.reason
+    return claims
+
+
+def recompute_hash(a: pb.Approval) -> tuple[str, str]:
+    """(my hash of the displayed arguments, problem or "")."""
+    try:
+        mine = args_hash(parse_strict(a.args_json, max_bytes=MAX_ARGS))
+    except ArgumentsError as exc:
+        return "", f"the arguments are not strict JSON: {exc}"
+    if not hmac.compare_digest(mine.encode(), a.args_hash.encode()):
+        return mine, f"the gateway's args hash {a.args_hash} is not the hash of the arguments shown ({mine})"
+    return mine, ""
+
+
+def _load_key(ns: argparse.Namespace) -> SigningKey:
+    pem = Path(ns.key).read_bytes()
+    passphrase = os.environ.get(ns.passphrase_env, "").encode() if ns.passphrase_env else None
+    labels = key_labels(pem)
+    kid, approver = ns.kid or labels.get("kid", ""), ns.approver or labels.get("approver", "")
+    if not kid or not approver:
+        raise ValueError("the key file has no toolgate-kid/toolgate-approver lines; pass --kid and --approver")
+    ns.approver_id = approver
+    return SigningKey(kid, load_private_key(pem, passphrase))
+
+
+def _get(ns: argparse.Namespace) -> pb.Approval:
+    return _stub(ns).Get(pb.GetApprovalRequest(approval_id=ns.approval_id), metadata=metadata(ns), timeout=ns.timeout)
+
+
+def run_watch(ns: argparse.Namespace) -> int:
+    request = pb.WatchApprovalsRequest(approval_id=ns.approval_id, include_current=ns.include_current)
+    try:
+        for event in _stub(ns).Watch(request, metadata=metadata(ns), timeout=ns.timeout):
+            print(json.dumps({"type": event.type, "approval": approval_dict(event.approval)}), flush=True)
+            if ns.until and event.approval.status == ns.until:
+                return 0
+    except grpc.RpcError as exc:
+        if exc.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
+            return 0
+        return report_rpc_error(exc)
+    return 0
+
+
+def approval_dict(a: pb.Approval) -> dict[str, Any]:
+    return {
+        "approval_id": a.approval_id, "status": a.status, "tenant": a.tenant, "agent": a.agent, "user": a.user,
+        "run_id": a.run_id, "step": a.step, "tool": a.tool, "tool_version": a.tool_version,
+        "args": json.loads(a.args_json or b"null"), "args_hash": a.args_hash, "reasons": list(a.reasons),
+        "groups_any": list(a.groups_any), "quorum": a.quorum, "approvers": list(a.approvers),
+        "risk": {"side_effect": a.risk.side_effect, "reversibility": a.risk.reversibility,
+                 "data_sensitivity": a.risk.data_sensitivity},
+        "created_at": _iso(a.created_at.seconds), "expires_at": _iso(a.expires_at.seconds),
+        "rejection_reason": a.rejection_reason, "grant": a.grant, "decision_id": a.decision_id, "audience": a.audience,
+    }
+
+
+def describe(a: pb.Approval) -> str:
+    """What an approver reads before signing. Non-ASCII is escaped so lookalikes show."""
+    text = a.args_json.decode("utf-8", "replace")
+    try:
+        shown = json.dumps(json.loads(text), indent=2, ensure_ascii=True, sort_keys=True)
+    except ValueError:
+        shown = repr(text)
+    lines = [
+        f"approval   {a.approval_id}  [{a.status}]  gateway {a.audience}",
+        f"tool       {a.tool} (version {a.tool_version})",
+        f"risk       side_effect={a.risk.side_effect} reversibility={a.risk.reversibility} "
+        f"data_sensitivity={a.risk.data_sensitivity}",
+        f"requested  by agent {a.agent or '-'} for user {a.user or '-'} (tenant {a.tenant}), "
+        f"run {a.run_id or '-'} step {a.step}",
+        *[f"reason     {r}" for r in a.reasons],
+        f"needs      {a.quorum} approver(s) from {', '.join(a.groups_any)}; so far: {', '.join(a.approvers) or 'none'}",
+        f"expires    {_iso(a.expires_at.seconds)} ({_when(a.expires_at.seconds)})",
+        f"args_hash  {a.args_hash}",
+    ]
+    if a.rejection_reason:
+        lines.append(f"rejected   {a.rejection_reason}")
+    if not text.isascii():
+        lines.append("WARNING    the arguments contain non-ASCII characters (shown escaped): check for lookalikes")
+    return "\n".join(lines + ["arguments:", shown])
+
+
+def _iso(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _when(epoch: int) -> str:
+    left = int(epoch - time.time())
+    return f"in {left // 60}m {left % 60}s" if left > 0 else "expired"

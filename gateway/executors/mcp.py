@@ -1,0 +1,176 @@
+"""Front an existing MCP server (stdio or streamable HTTP) as an executor.
+
+An upstream's tools reach agents only through toolgate descriptors (``executor.kind: mcp``,
+``server``, ``remote_tool``) that classify their risk; the executor calls exactly the
+descriptor's ``remote_tool`` and nothing else, so an upstream tool without a descriptor is not
+callable (``unknown_tool`` at the gateway).
+
+Each call opens its own session — a fresh stdio process or HTTP session — so one tenant's
+injected credentials never share a process or connection with another's: ``env`` credentials
+go into the stdio server's environment (otherwise clean: the SDK's safe defaults, the
+upstream's ``env``), ``header`` credentials into the HTTP requests.
+
+Every session lists the upstream's tools. The first listing seen by this process is the
+baseline; any later difference (tools added, removed, or their description / schema changed)
+is logged as ``mcp_upstream_tools_changed``. A descriptor's remote tool whose definition changed
+since the baseline is refused (``tool_error``) unless the upstream sets ``pin_tools: false`` —
+a changed tool has not been classified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.codes import Code
+from gateway.executors.base import ExecRequest, ExecResult
+
+log = structlog.get_logger("toolgate.mcp")
+
+
+class UpstreamConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    transport: Literal["stdio", "http"]
+    """stdio: launch ``command``; http: streamable HTTP at ``url``."""
+    command: str = ""
+    """stdio: the executable."""
+    args: list[str] = Field(default_factory=list)
+    """stdio: its arguments."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """stdio: fixed environment entries (besides the SDK's safe defaults and env credentials)."""
+    cwd: str = ""
+    """stdio: working folder (relative to the config file)."""
+    url: str = ""
+    """http: the MCP endpoint."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """http: fixed request headers."""
+    pin_tools: bool = True
+    """Refuse a remote tool whose definition changed since this process first listed it."""
+
+
+class McpConfigError(ValueError):
+    """``mcp_upstreams`` does not validate, or a descriptor names an unknown upstream."""
+
+
+def parse_upstreams(raw: Mapping[str, Any]) -> dict[str, UpstreamConfig]:
+    try:
+        upstreams = {name: UpstreamConfig.model_validate(spec) for name, spec in raw.items()}
+    except ValidationError as exc:
+        raise McpConfigError(f"mcp_upstreams: {exc}") from exc
+    for name, up in upstreams.items():
+        if (up.transport == "stdio") != bool(up.command) or (up.transport == "http") != bool(up.url):
+            raise McpConfigError(f"mcp_upstreams.{name}: stdio needs command, http needs url")
+    return upstreams
+
+
+def tool_fingerprints(tools: list[Any]) -> dict[str, str]:
+    """name → sha256 over the tool's description and input schema."""
+    return {
+        t.name: hashlib.sha256(
+            json.dumps([t.description or "", t.input_schema], sort_keys=True, default=str).encode()
+        ).hexdigest()
+        for t in tools
+    }
+
+
+class McpExecutor:
+    def __init__(self, upstreams: Mapping[str, UpstreamConfig], base_dir: str = ".") -> None:
+        self._upstreams = dict(upstreams)
+        self._base_dir = base_dir
+        self._baseline: dict[str, dict[str, str]] = {}
+        self._last: dict[str, dict[str, str]] = {}
+
+    @classmethod
+    def from_config(cls, raw: Mapping[str, Any], config: Any = None) -> "McpExecutor":
+        return cls(parse_upstreams(raw), getattr(config, "base_dir", "."))
+
+    async def execute(self, request: ExecRequest) -> ExecResult:
+        ex = request.tool.executor
+        upstream = self._upstreams.get(ex.server)
+        if upstream is None:
+            return ExecResult.failure(Code.TOOL_ERROR.value, f"no MCP upstream named {ex.server!r}")
+        remote = ex.remote_tool or request.tool.name
+        try:
+            return await self._call(ex.server, upstream, remote, request)
+        except Exception as exc:  # transport and protocol failures of the upstream, reported as data
+            log.warning("mcp_upstream_failed", upstream=ex.server, error_type=type(exc).__name__)
+            return ExecResult.failure(Code.TOOL_ERROR.value, f"MCP upstream {ex.server} failed: {type(exc).__name__}",
+                                      retryable=True)
+
+    async def _call(self, name: str, upstream: UpstreamConfig, remote: str, request: ExecRequest) -> ExecResult:
+        from mcp import Client
+
+        async with AsyncExitStack() as stack:
+            target = await self._target(stack, upstream, request)
+            client = await stack.enter_async_context(
+                Client(target, mode="legacy", cache=None, read_timeout_seconds=request.timeout))
+            listing = await client.list_tools()
+            refusal = self._check_listing(name, upstream, remote, listing.tools)
+            if refusal is not None:
+                return refusal
+            result = await client.call_tool(remote, dict(request.args))
+        return _to_result(result)
+
+    async def _target(self, stack: AsyncExitStack, upstream: UpstreamConfig, request: ExecRequest) -> Any:
+        creds = request.credentials
+        if upstream.transport == "stdio":
+            from mcp import StdioServerParameters
+
+            env = {**upstream.env, **(dict(creds.env) if creds is not None else {})}
+            cwd = str((Path(self._base_dir) / upstream.cwd).resolve()) if upstream.cwd else None
+            return StdioServerParameters(command=upstream.command, args=upstream.args, env=env, cwd=cwd)
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        headers = {**upstream.headers, **(dict(creds.headers) if creds is not None else {})}
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=headers, timeout=request.timeout, trust_env=False))
+        return streamable_http_client(upstream.url, http_client=http)
+
+    def _check_listing(self, name: str, upstream: UpstreamConfig, remote: str, tools: list[Any]) -> ExecResult | None:
+        seen = tool_fingerprints(tools)
+        baseline = self._baseline.setdefault(name, seen)
+        last = self._last.get(name, baseline)
+        if seen != last:
+            log.warning("mcp_upstream_tools_changed", upstream=name, added=sorted(set(seen) - set(last)),
+                        removed=sorted(set(last) - set(seen)),
+                        changed=sorted(k for k in set(seen) & set(last) if seen[k] != last[k]))
+        self._last[name] = seen
+        if remote not in seen:
+            return ExecResult.failure(Code.TOOL_ERROR.value, f"upstream {name} does not offer {remote!r}")
+        if upstream.pin_tools and remote in baseline and seen[remote] != baseline[remote]:
+            return ExecResult.failure(Code.TOOL_ERROR.value,
+                                      f"upstream {name} changed {remote!r} since it was classified; refused")
+        return None
+
+
+def _to_result(result: Any) -> ExecResult:
+    blocks = [_block(b) for b in result.content]
+    data: Any = result.structured_content if result.structured_content is not None else _unwrap(blocks)
+    if result.is_error:
+        text = " ".join(b.get("text", "") for b in blocks if isinstance(b, dict))[:500]
+        return ExecResult.failure(Code.TOOL_ERROR.value, text or "the upstream tool reported an error", data=data)
+    return ExecResult(ok=True, data=data)
+
+
+def _unwrap(blocks: list[Any]) -> Any:
+    """One text block: its JSON value if it is JSON, else the text; otherwise the blocks."""
+    if len(blocks) == 1 and isinstance(blocks[0], dict) and blocks[0].get("type") == "text":
+        try:
+            return json.loads(blocks[0]["text"])
+        except ValueError:
+            return blocks[0]["text"]
+    return {"content": blocks}
+
+
+def _block(block: Any) -> Any:
+    if getattr(block, "type", "") == "text":
+        return {"type": "text", "text": block.text}
+    return block.model_dump(mode="json", exclude_none=True) if hasattr(block, "model_dump") else str(block)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runtime_client import (
-    AgentState, Answer, ApprovalRequired, AsyncGatewayClient, AuthenticationError, Observation,
+    AgentState, Answer, ApprovalRequired, Refused, AsyncGatewayClient, AuthenticationError, Observation,
     StopReason, ToolCall, ToolCalls, TrajectoryEval, TransportError, replay, resume, run_agent,
 )
 from runtime_client.testing import scripted_decide
@@ -100,3 +100,54 @@ async def test_parallel_reads_on_real_gateway(real):
     result = await run_agent(AgentState(goal="x"), scripted_decide(calls, Answer("ok")), real, checkpoints=None)
     assert result.stop_reason is StopReason.SUCCESS
     assert [o.data["topic"] for o in result.state.observations if o.kind == "tool"] == ["refunds", "writes", "secrets"]
+
+
+ROOT = DEMO_CONFIG.parents[1]
+
+
+async def approve_with_cli(address: str, approval_id: str, approver: str = "alice") -> str:
+    """`toolgate approvals approve` in another process, as an approver would run it."""
+    import asyncio
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gateway.cli", "approvals", "approve", approval_id,
+        "--key", str(ROOT / "examples" / "keys" / f"{approver}.pem"),
+        "--api-key", f"{approver}-approver-key", "--target", address,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=ROOT)
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, out.decode()
+    return out.decode()
+
+
+async def test_write_approved_by_cli_then_resume_executes_exactly_once(tmp_path, checkpoints):
+    running = await gateway_testing.start_gateway(DEMO_CONFIG, data_dir=tmp_path / "data")
+    client = AsyncGatewayClient(running.address, api_key=AGENT_KEY)
+    try:
+        write = ToolCall("write_file", {"path": "notes.txt", "content": "approved text"})
+        paused = await run_agent(AgentState(goal="write"), scripted_decide(write, Answer("ok")), client,
+                                 checkpoints=checkpoints)
+        assert paused.stop_reason is StopReason.AWAITING_APPROVAL
+        approval_id = paused.state.pending_approvals[0].approval_id
+        await approve_with_cli(running.address, approval_id)
+        approval = await client.wait_for_approval(approval_id, timeout=10)
+        assert approval.status == "approved" and approval.grant
+        done = await resume(paused.state.run_id, scripted_decide(Answer("written")), client,
+                            checkpoints=checkpoints)
+        assert done.stop_reason is StopReason.SUCCESS, done.state.observations
+        assert done.state.tools_called == ["write_file"]
+        read = await client.execute("read_file", {"path": "notes.txt"})
+        assert read.outcome.data["content"] == "approved text" if isinstance(read.outcome.data, dict) \
+            else "approved text" in str(read.outcome.data)
+        assert (await client.get_approval(approval_id)).status == "executed"
+        # replaying the grant never re-executes (DESIGN: stored outcome marked replayed; the
+        # gateway currently answers a refusal instead — either way, no second execution)
+        again = await client.execute("write_file", write.input, approval_grant=approval.grant)
+        assert again.replayed or isinstance(again.outcome, Refused)
+        twice = await resume(paused.state.run_id, scripted_decide(Answer("x")), client, checkpoints=checkpoints)
+        assert twice.state == done.state
+        assert TrajectoryEval(required_tools=("write_file",), expected_stop_reason="success",
+                              max_steps=2).evaluate(done.state).passed
+    finally:
+        await client.close()
+        await running.stop()

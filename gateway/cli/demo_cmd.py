@@ -38,6 +38,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="seconds to wait for the write's approval (0: do not wait)")
     p.add_argument("--resume", default="", metavar="RUN_ID", help="resume a paused demo run")
     p.add_argument("--audit-log", default="", help="audit log to verify at the end")
+    p.add_argument("--approver-key", default="", metavar="PEM",
+                   help="sign the write's approval with this key, via `toolgate approvals approve` "
+                   "in another process (demo only; e.g. examples/keys/alice.pem)")
+    p.add_argument("--approver-api-key", default="", help="the approver's API key for --approver-key")
     p.set_defaults(func=run)
 
 
@@ -83,6 +87,8 @@ async def demo(ns: argparse.Namespace, stream: TextIO) -> int:
             run_id = await _write(out, gw, store)
             if run_id is None:
                 return EXIT_FAILED
+            if ns.approver_key and not await _approve_in_other_process(out, ns, run_id, store):
+                return EXIT_FAILED
             code = await _finish(out, gw, store, ns, run_id, stage=5)
             return code if ok or code != EXIT_OK else EXIT_FAILED
     except ToolgateClientError as exc:
@@ -125,6 +131,21 @@ async def _write(out: _Out, gw: AsyncGatewayClient, store: Any) -> str | None:
     out.line("approve it in another terminal (an ops approver):")
     out.line(f"  toolgate approvals approve {pending.approval_id} --key <approver-key.pem>")
     return result.state.run_id
+
+
+async def _approve_in_other_process(out: _Out, ns: argparse.Namespace, run_id: str, store: Any) -> bool:
+    """The approver's step, run as a separate `toolgate approvals approve` process."""
+    state, _ = store.load(run_id)
+    approval_id = state.pending_approvals[0].approval_id
+    out.line(f"approver (another process): toolgate approvals approve {approval_id} --key {ns.approver_key}")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gateway.cli", "approvals", "approve", approval_id, "--key", ns.approver_key,
+        "--api-key", ns.approver_api_key, "--target", ns.target,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    output, _ = await asyncio.wait_for(proc.communicate(), 60)
+    last = output.decode().strip().splitlines()[-1:] or [""]
+    out.line(f"approver exited {proc.returncode}: {last[0]}")
+    return proc.returncode == 0
 
 
 async def _finish(out: _Out, gw: AsyncGatewayClient, store: Any, ns: argparse.Namespace,

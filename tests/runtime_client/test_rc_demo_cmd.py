@@ -78,3 +78,24 @@ async def test_demo_against_real_gateway_until_the_approval_pause(tmp_path):
 
 async def test_demo_reports_unreachable_gateway(tmp_path):
     assert await demo(_ns("127.0.0.1:1", tmp_path, approval_timeout=0), io.StringIO()) == 6
+
+
+async def test_demo_full_run_against_real_gateway_with_cli_approver(tmp_path):
+    gateway_testing = pytest.importorskip("gateway.testing")
+    root = DEMO_CONFIG.parents[1]
+    data = tmp_path / "data"
+    running = await gateway_testing.start_gateway(DEMO_CONFIG, data_dir=data)
+    out = io.StringIO()
+    try:
+        ns = _ns(running.address, tmp_path, approval_timeout=30,
+                 approver_key=root / "examples" / "keys" / "alice.pem", approver_api_key="alice-approver-key")
+        ns.api_key = "demo-agent-key"
+        audit = running.app.config.audit_path
+        ns.audit_log = str(audit)
+        code = await demo(ns, out)
+    finally:
+        await running.stop()
+    text = out.getvalue()
+    assert code == EXIT_OK, text
+    assert text.count("eval: PASS") == 3, text
+    assert "chain intact" in text, text

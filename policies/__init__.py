@@ -18,15 +18,19 @@ from policies._errors import PolicyError, PolicyLoadError
 from policies._factory import build_engine
 from policies._protocol import PolicyEngine
 from policies.embedded import EmbeddedEngine
+from policies.opa import OPAEngine
+from policies.shadow import ShadowEngine
 from policies.testing import TestResult, run_tests
 
 __all__ = [
     "ApprovalRequirement",
     "EmbeddedEngine",
+    "OPAEngine",
     "PolicyDecision",
     "PolicyEngine",
     "PolicyError",
     "PolicyLoadError",
+    "ShadowEngine",
     "TestResult",
     "UNDEFINED",
     "build_engine",

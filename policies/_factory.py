@@ -22,7 +22,15 @@ def build_engine(config: Config) -> PolicyEngine:
     enforced = _primary(config)
     if not config.policy.shadow_bundle:
         return enforced
-    raise NotImplementedError("policy.shadow_bundle is not available yet")
+    from policies.embedded import EmbeddedEngine
+    from policies.shadow import ShadowEngine
+
+    candidate = EmbeddedEngine.from_bundle(
+        config.resolve(config.policy.shadow_bundle),
+        query=config.policy.query,
+        timeout_ms=config.policy.timeout_ms,
+    )
+    return ShadowEngine(enforced, candidate)
 
 
 def _primary(config: Config) -> PolicyEngine:
@@ -32,5 +40,7 @@ def _primary(config: Config) -> PolicyEngine:
 
         return EmbeddedEngine.from_bundle(config.policy_bundle_path, query=policy.query, timeout_ms=policy.timeout_ms)
     if policy.engine == "opa":
-        raise NotImplementedError("policy.engine: opa is not available yet")
+        from policies.opa import OPAEngine
+
+        return OPAEngine(policy.opa_url, query=policy.query, timeout_ms=policy.timeout_ms)
     raise ValueError(f"unknown policy engine {policy.engine!r}")

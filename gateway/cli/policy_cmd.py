@@ -32,6 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     verbs = policy.add_subparsers(dest="policy_verb", metavar="VERB", required=True)
     _add_test(verbs)
     _add_check(verbs)
+    _add_replay(verbs)
 
 
 def _add_test(verbs: argparse._SubParsersAction) -> None:

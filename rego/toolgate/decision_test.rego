@@ -129,8 +129,14 @@ test_refund_huge_denied if {
 }
 
 test_refund_non_number_denied if {
-	decide(refund("50")).decision == "deny"
-	decide(call("refund", "external_write", {"order_id": "o-1"})).decision == "deny"
+	decide(refund("50")).reasons == ["refund amount must be a number"]
+	decide(refund(null)).reasons == ["refund amount must be a number"]
+}
+
+test_refund_without_amount_denied if {
+	d := decide(call("refund", "external_write", {"order_id": "o-1"}))
+	d.decision == "deny"
+	d.reasons == ["refund amount must be a number"]
 }
 
 test_refund_negative_denied if {

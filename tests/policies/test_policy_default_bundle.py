@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import Config
-from policies import EmbeddedEngine, PolicyEngine, build_engine
+from policies import EmbeddedEngine, OPAEngine, PolicyEngine, ShadowEngine, build_engine
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -73,6 +73,13 @@ async def test_hidden_tools_are_not_visible(engine):
     assert await engine.query("data.toolgate.visible", doc) is False
 
 
-def test_opa_engine_needs_part_two():
-    with pytest.raises(NotImplementedError):
-        build_engine(Config(base_dir=str(REPO), policy={"engine": "opa"}))
+async def test_build_engine_opa():
+    engine = build_engine(Config(base_dir=str(REPO), policy={"engine": "opa", "opa_url": "http://127.0.0.1:1/"}))
+    assert isinstance(engine, OPAEngine)
+    await engine.close()
+
+
+async def test_build_engine_with_shadow_bundle():
+    engine = build_engine(Config(base_dir=str(REPO), policy={"shadow_bundle": "rego"}))
+    assert isinstance(engine, ShadowEngine)
+    assert isinstance(engine.enforced, EmbeddedEngine) and isinstance(engine.candidate, EmbeddedEngine)

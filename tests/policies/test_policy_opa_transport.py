@@ -1,0 +1,52 @@
+"""OPAEngine's failure translation, through httpx's in-memory transport (no OPA needed)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from policies import OPAEngine, PolicyError
+
+
+def engine(handler) -> OPAEngine:
+    return OPAEngine("http://opa.test", transport=httpx.MockTransport(handler))
+
+
+@pytest.mark.parametrize(
+    "response, code",
+    [
+        (httpx.Response(500, json={"code": "internal_error", "message": "eval_conflict_error"}), "policy_unavailable"),
+        (httpx.Response(400, json={"code": "invalid_parameter"}), "policy_unavailable"),
+        (httpx.Response(200, text="not json"), "policy_unavailable"),
+        (httpx.Response(200, json=[1]), "policy_unavailable"),
+        (httpx.Response(200, json={}), "policy_invalid_decision"),
+        (httpx.Response(200, json={"result": {"decision": "maybe"}}), "policy_invalid_decision"),
+    ],
+    ids=["server_error", "bad_request", "body_not_json", "body_not_object", "undefined", "malformed_decision"],
+)
+async def test_failures_deny_with_a_code(response, code):
+    opa = engine(lambda request: response)
+    with pytest.raises(PolicyError) as info:
+        await opa.evaluate({})
+    assert info.value.code == code
+    await opa.close()
+
+
+async def test_request_shape_and_decision_id():
+    seen = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen["path"], seen["body"] = request.url.path, request.content
+        return httpx.Response(200, json={"result": {"decision": "allow"}, "decision_id": "abc"})
+
+    opa = engine(handler)
+    decision = await opa.evaluate({"a": 1})
+    assert (decision.decision, decision.engine_decision_id) == ("allow", "abc")
+    assert seen["path"] == "/v1/data/toolgate/decision"
+    assert b'"input"' in seen["body"]
+    await opa.close()
+
+
+def test_query_path_must_be_a_data_path():
+    with pytest.raises(ValueError):
+        OPAEngine("http://opa.test", query="data.toolgate.decision; x := 1")

@@ -1,0 +1,125 @@
+"""The execute stage with real executors: retries only when safe, admission (rate limit, concurrency)."""
+
+import time
+
+import pytest
+
+from gateway.codes import Code
+from gateway.execute import ExecuteStage, RetryPolicy, executor_factories
+from gateway.executors.base import ExecutorRegistry
+from gateway.models import CallContext, Identity, ToolCall
+from gateway.store.sqlite import SQLiteStore
+from gateway.tools import ToolRegistry
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+async def store(tmp_path):
+    s = SQLiteStore(tmp_path / "s.db")
+    yield s
+    await s.close()
+
+
+def _stage(tmp_path, store, clock, **kw):
+    return ExecuteStage(ExecutorRegistry(executor_factories()), tmp_path / "sandbox", store=store,
+                        clock=clock, sleep=clock.sleep, rand=lambda: 1.0, retry=RetryPolicy(0.1, 1.0), **kw)
+
+
+def _ctx(tool_config, tenant="acme", args=None):
+    ctx = CallContext(f"d-{time.monotonic_ns()}", Identity(tenant, "agent"), ToolCall(tool_config.name, b"{}"), 0.0)
+    ctx.tool = ToolRegistry([tool_config]).resolve(tool_config.name)
+    ctx.args = dict(args or {})
+    return ctx
+
+
+def _flaky(failures: int):
+    state = {"n": 0}
+
+    def route(seen):
+        state["n"] += 1
+        return (503, {}, b"busy") if state["n"] <= failures else (200, {"content-type": "application/json"}, b"{}")
+
+    return route, state
+
+
+def _http_tool(make_tool, server, **kw):
+    return make_tool("flaky", executor={"kind": "http", "url": server.base + "/f", "allowed_hosts": ["127.0.0.1"],
+                                        "options": {"allow_plain_http": True}}, **kw)
+
+
+async def test_flaky_read_tool_is_retried_with_backoff_until_it_succeeds(tmp_path, store, http_server, make_tool):
+    route, state = _flaky(2)
+    server = http_server({"/f": route})
+    clock = Clock()
+    stage = _stage(tmp_path, store, clock)
+    result, _ = await stage.run(_ctx(_http_tool(make_tool, server, side_effect="read", max_attempts=4)))
+    assert result.ok and result.attempts == 3 and state["n"] == 3
+    assert clock.slept == [0.1, 0.2]  # exponential (rand=1.0 is the top of the jitter range)
+
+
+async def test_write_tool_is_never_retried(tmp_path, store, http_server, make_tool):
+    route, state = _flaky(1)
+    server = http_server({"/f": route})
+    clock = Clock()
+    tool = _http_tool(make_tool, server, side_effect="write", max_attempts=5)
+    result, _ = await _stage(tmp_path, store, clock).run(_ctx(tool))
+    assert not result.ok and result.attempts == 1 and state["n"] == 1 and clock.slept == []
+
+
+async def test_idempotent_write_may_be_retried(tmp_path, store, http_server, make_tool):
+    route, state = _flaky(1)
+    server = http_server({"/f": route})
+    tool = _http_tool(make_tool, server, side_effect="external_write", idempotent=True, max_attempts=2)
+    result, _ = await _stage(tmp_path, store, Clock()).run(_ctx(tool))
+    assert result.ok and result.attempts == 2
+
+
+async def test_non_retryable_failure_is_not_retried(tmp_path, store, http_server, make_tool):
+    server = http_server({"/f": lambda s: (404, {}, b"no")})
+    result, _ = await _stage(tmp_path, store, Clock()).run(_ctx(_http_tool(make_tool, server, max_attempts=5)))
+    assert result.attempts == 1 and len(server.seen) == 1
+
+
+async def test_jitter_keeps_delays_within_the_exponential_bound():
+    policy = RetryPolicy(0.2, 5.0)
+    assert policy.delay(1, 0.5) == pytest.approx(0.1)
+    assert policy.delay(10, 1.0) == 5.0
+    assert policy.delay(3, 0.0) == 0.0
+
+
+async def test_admission_rate_limits_the_n_plus_first_call_and_recovers_later(tmp_path, store, make_tool):
+    clock = Clock()
+    stage = _stage(tmp_path, store, clock)
+    tool = make_tool("limited", rate_limit_per_minute=2)
+    for _ in range(2):
+        ctx = _ctx(tool)
+        assert await stage.admit(ctx) is None
+        stage._slots.release(tool)  # not executed in this test
+    refused = await stage.admit(_ctx(tool))
+    assert refused.code == Code.RATE_LIMITED and refused.retry_after_seconds > 0
+    assert await stage.admit(_ctx(tool, tenant="globex")) is None  # another tenant's bucket
+    clock.now += refused.retry_after_seconds
+    assert await stage.admit(_ctx(tool)) is None
+
+
+async def test_admission_enforces_the_concurrency_cap_until_the_call_finishes(tmp_path, store, make_tool):
+    stage = _stage(tmp_path, store, Clock())
+    tool = make_tool("one_at_a_time", max_concurrency=1, executor={"kind": "python",
+                                                                     "callable": "gateway.testing:echo"})
+    first = _ctx(tool)
+    assert await stage.admit(first) is None
+    assert (await stage.admit(_ctx(tool))).code == Code.CONCURRENCY_LIMITED
+    await stage.run(first)
+    assert await stage.admit(_ctx(tool)) is None

@@ -1,0 +1,162 @@
+"""The approval flow over a real gRPC server on 127.0.0.1 (port 0)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import grpc
+import pytest
+
+from approval_helpers import AGENT, APPROVER, OTHER_TENANT, approval_token
+from gateway._proto.toolgate.v1 import gateway_pb2 as pb
+from gateway.approvals import tokens
+from gateway.testing import calls_recorded
+
+ARGS = '{"path": "out.txt", "n": 1}'
+
+
+def audit(running) -> list[dict]:
+    return [json.loads(line) for line in Path(running.app.config.audit_path).read_text().splitlines()]
+
+
+def sandbox(running) -> Path:
+    return Path(running.app.config.data_path) / "sandbox"
+
+
+async def _request(c, args: str = ARGS, **fields) -> pb.Approval:
+    resp = await c.call("count_write", args, **fields)
+    assert resp.code == "approval_required", resp
+    assert "alice" in resp.approval_required.approvers and "carol" not in resp.approval_required.approvers
+    return await c.get(resp.approval_required.approval_id, APPROVER["alice"])
+
+
+async def _granted(c, args: str = ARGS, **fields) -> tuple[pb.Approval, str]:
+    a = await _request(c, args, **fields)
+    assert (await c.submit(a, "alice")).status == "approved"
+    mine = await c.get(a.approval_id, AGENT)
+    assert mine.grant
+    return mine, mine.grant
+
+
+async def test_fifty_concurrent_presenters_of_one_grant_execute_once(gw) -> None:
+    running, c = gw
+    a, grant = await _granted(c)
+    results = await asyncio.gather(*(c.call("count_write", ARGS, approval_grant=grant) for _ in range(50)))
+    assert all(r.code == "ok" for r in results), {r.code for r in results}
+    assert sum(not r.replayed for r in results) == 1
+    assert sum(r.replayed for r in results) == 49
+    assert calls_recorded(sandbox(running), "count_write") == 1
+    assert (await c.get(a.approval_id, AGENT)).status == "executed"
+    actions = [r.get("action") for r in audit(running) if r.get("approval_id") == a.approval_id]
+    assert {"requested", "approved", "granted", "grant_verified", "executed"} <= set(actions)
+    assert actions.count("executed") == 1
+
+
+async def test_retry_by_approval_id_executes_and_replays(gw) -> None:
+    running, c = gw
+    a, _ = await _granted(c)
+    first = await c.call("count_write", ARGS, approval_id=a.approval_id)
+    again = await c.call("count_write", ARGS, approval_id=a.approval_id)
+    assert (first.code, first.replayed, again.code, again.replayed) == ("ok", False, "ok", True)
+    assert first.observation.provenance.decision_id == again.observation.provenance.decision_id
+    assert calls_recorded(sandbox(running), "count_write") == 1
+
+
+async def test_changed_arguments_are_refused_with_args_mismatch(gw) -> None:
+    running, c = gw
+    a, grant = await _granted(c)
+    resp = await c.call("count_write", '{"path": "out.txt", "n": 2}', approval_grant=grant)
+    assert resp.code == "approval_args_mismatch"
+    resp = await c.call("count_write", '{"n": 1, "path": "out.txt"}', approval_grant=grant)  # reordered: same hash
+    assert resp.code == "ok" and not resp.replayed
+    assert calls_recorded(sandbox(running), "count_write") == 1
+
+
+async def test_pending_and_rejected_requests_refuse_the_retry(gw) -> None:
+    running, c = gw
+    a = await _request(c)
+    assert (await c.call("count_write", ARGS, approval_id=a.approval_id)).code == "approval_pending"
+    token = approval_token(a, "bob", tokens.TYP_REJECTION)
+    out = await c.approvals.Reject(pb.RejectApprovalRequest(approval_id=a.approval_id, token=token),
+                                   metadata=c.md(APPROVER["bob"]), timeout=10)
+    assert (out.status, out.rejection_reason) == ("rejected", "not today")
+    assert (await c.call("count_write", ARGS, approval_id=a.approval_id)).code == "approval_rejected"
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await c.submit(a, "alice")
+    assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION and "approval_rejected" in err.value.details()
+    assert calls_recorded(sandbox(running), "count_write") == 0
+
+
+async def test_an_agent_key_can_never_approve_or_list(gw) -> None:
+    running, c = gw
+    a = await _request(c)
+    token = approval_token(a, "alice")
+    for rpc, req in ((c.approvals.Submit, pb.SubmitApprovalRequest(approval_id=a.approval_id, token=token)),
+                     (c.approvals.Reject, pb.RejectApprovalRequest(approval_id=a.approval_id, token=token)),
+                     (c.approvals.List, pb.ListApprovalsRequest())):
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await rpc(req, metadata=c.md(AGENT), timeout=10)
+        assert err.value.code() is grpc.StatusCode.PERMISSION_DENIED
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await c.get(a.approval_id, OTHER_TENANT)
+    assert err.value.code() is grpc.StatusCode.NOT_FOUND
+    assert (await c.get(a.approval_id, AGENT)).status == "pending"
+
+
+async def test_approver_token_signed_by_someone_else_is_refused(gw) -> None:
+    running, c = gw
+    a = await _request(c)
+    token = approval_token(a, "bob")  # bob's valid approval, submitted with alice's API key
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await c.approvals.Submit(pb.SubmitApprovalRequest(approval_id=a.approval_id, token=token),
+                                 metadata=c.md(APPROVER["alice"]), timeout=10)
+    assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert json.loads(err.value.details()) == {"code": "invalid_approval", "message": "invalid approval"}
+    failed = [r for r in audit(running) if r.get("action") == "verification_failed"]
+    assert failed and "submitted by 'alice'" in failed[-1]["reason"]
+
+
+async def test_grant_cannot_be_forged_from_an_approval_or_used_by_another_agent(gw) -> None:
+    running, c = gw
+    a = await _request(c)
+    approval = approval_token(a, "alice")
+    assert (await c.call("count_write", ARGS, approval_grant=approval)).code == "invalid_approval"
+    mine, grant = await _granted(c, '{"path": "x.txt"}')
+    assert (await c.call("count_write", '{"path": "x.txt"}', key=OTHER_TENANT, approval_grant=grant)).code == "invalid_approval"
+    assert (await c.call("count_write", '{"path": "x.txt"}', key=OTHER_TENANT, approval_id=mine.approval_id)).code == "invalid_approval"
+    assert (await c.call("count_write", '{"path": "x.txt"}', approval_grant=grant, run_id="other-run")).code == "invalid_approval"
+    assert calls_recorded(sandbox(running), "count_write") == 0
+    assert (await c.get(mine.approval_id, APPROVER["alice"])).grant == ""  # the grant is shown to the requester only
+
+
+async def test_quorum_two_needs_two_distinct_finance_approvers(gw) -> None:
+    running, c = gw
+    args = '{"order_id": "ORD-1", "amount": 5000}'
+    resp = await c.call("refund", args, evidence_json=b'{"ticket_id": "T-1"}')
+    assert resp.code == "approval_required" and resp.approval_required.quorum == 2
+    a = await c.get(resp.approval_required.approval_id, APPROVER["bob"])
+    assert (await c.submit(a, "bob")).status == "pending"
+    assert (await c.submit(a, "bob")).status == "pending"  # same approver twice: still one
+    with pytest.raises(grpc.aio.AioRpcError):
+        await c.submit(a, "alice")  # alice is ops/security, not finance
+    done = await c.submit(a, "carol")
+    assert (done.status, sorted(done.approvers)) == ("approved", ["bob", "carol"])
+    out = await c.call("refund", args, evidence_json=b'{"ticket_id": "T-1"}', approval_id=a.approval_id)
+    assert out.code == "ok", out
+
+
+async def test_watch_streams_the_grant_to_the_waiting_agent(gw) -> None:
+    running, c = gw
+    a = await _request(c)
+    stream = c.approvals.Watch(pb.WatchApprovalsRequest(approval_id=a.approval_id, include_current=True),
+                               metadata=c.md(AGENT), timeout=20)
+    first = await stream.read()
+    assert (first.type, first.approval.status) == ("current", "pending")
+    await c.submit(a, "alice")
+    while (event := await stream.read()).approval.status != "approved":
+        pass
+    stream.cancel()
+    assert event.type == "granted" and event.approval.grant
+    assert (await c.call("count_write", ARGS, approval_grant=event.approval.grant)).code == "ok"

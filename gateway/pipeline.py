@@ -165,6 +165,8 @@ class Pipeline:
             return Refused(Code(exc.code), ("policy could not decide; the call is denied",))
         d = ctx.decision
         full = {"policy_input": doc} if d.audit == "full" else {}
+        if d.engine_decision_id:  # OPA's own decision id, to join with OPA's decision logs
+            full["engine_decision_id"] = d.engine_decision_id
         self._audit(ctx, "policy", Code.OK, decision=d.decision, reasons=d.reasons, policy_version=ctx.policy_version, **full)
         if self.config.policy.dry_run and d.decision != "allow":
             log.warning("dry_run_override", decision_id=ctx.decision_id, decision=d.decision)

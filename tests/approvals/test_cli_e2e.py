@@ -1,0 +1,114 @@
+"""The real CLI in subprocesses against ``toolgate serve`` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from approval_helpers import APPROVER, ROOT, write_config
+from gateway.testing import GatewayProcess, calls_recorded
+
+ARGS = '{"path": "report.txt", "n": 7}'
+KEYS = ROOT / "examples" / "keys"
+
+
+def toolgate(gw: GatewayProcess, *argv: str, key: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TOOLGATE_TARGET": gw.address, "TOOLGATE_API_KEY": key}
+    return subprocess.run([sys.executable, "-m", "gateway.cli", *argv], capture_output=True, text=True, env=env,
+                          timeout=60, cwd=ROOT)
+
+
+def agent_call(gw: GatewayProcess, *extra: str) -> tuple[int, dict]:
+    out = toolgate(gw, "call", "count_write", "--args", ARGS, "--run-id", "run-7", *extra, key="demo-agent-key")
+    return out.returncode, json.loads(out.stdout)
+
+
+@pytest.fixture
+def gateway(tmp_path: Path):
+    gw = GatewayProcess(write_config(tmp_path), data_dir=tmp_path / "data").start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
+
+def test_cli_approve_then_retry_executes_once(gateway: GatewayProcess, tmp_path: Path) -> None:
+    rc, out = agent_call(gateway)
+    assert (rc, out["code"]) == (4, "approval_required")
+    approval_id = out["approval_id"]
+    listed = toolgate(gateway, "approvals", "list", "--json", key=APPROVER["alice"])
+    assert approval_id in {a["approval_id"] for a in json.loads(listed.stdout)}
+    shown = toolgate(gateway, "approvals", "show", approval_id, key=APPROVER["alice"])
+    assert "count_write" in shown.stdout and '"report.txt"' in shown.stdout and "run-7" in shown.stdout
+    refused = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), key="demo-agent-key")
+    assert refused.returncode == 6 and "permission_denied" in refused.stderr
+    done = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), key=APPROVER["alice"])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["status"] == "approved"
+    rc, first = agent_call(gateway, "--approval-id", approval_id)
+    assert (rc, first["code"], first["replayed"]) == (0, "ok", False)
+    rc, again = agent_call(gateway, "--approval-id", approval_id)
+    assert (rc, again["replayed"]) == (0, True)
+    assert calls_recorded(tmp_path / "data" / "sandbox", "count_write") == 1
+
+
+def test_cli_reject_ends_the_request(gateway: GatewayProcess, tmp_path: Path) -> None:
+    _, out = agent_call(gateway)
+    approval_id = out["approval_id"]
+    rejected = toolgate(gateway, "approvals", "reject", approval_id, "--key", str(KEYS / "bob.pem"),
+                        "--reason", "wrong file", key=APPROVER["bob"])
+    assert rejected.returncode == 0, rejected.stderr
+    rc, retry = agent_call(gateway, "--approval-id", approval_id)
+    assert (rc, retry["code"]) == (3, "approval_rejected") and "wrong file" in " ".join(retry["reasons"])
+    late = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), key=APPROVER["alice"])
+    assert late.returncode == 3 and "approval_rejected" in late.stderr
+    assert calls_recorded(tmp_path / "data" / "sandbox", "count_write") == 0
+
+
+def test_cli_refuses_to_sign_with_a_key_that_is_not_the_approvers(gateway: GatewayProcess) -> None:
+    _, out = agent_call(gateway)
+    wrong = toolgate(gateway, "approvals", "approve", out["approval_id"], "--key", str(KEYS / "bob.pem"),
+                     key=APPROVER["alice"])
+    assert wrong.returncode == 3 and "invalid_approval" in wrong.stderr
+
+
+def test_kill_after_grant_then_retry_after_restart_executes_once(tmp_path: Path) -> None:
+    config, data = write_config(tmp_path), tmp_path / "data"
+    gw = GatewayProcess(config, data_dir=data).start()
+    try:
+        _, out = agent_call(gw)
+        approval_id = out["approval_id"]
+        ok = toolgate(gw, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), key=APPROVER["alice"])
+        assert ok.returncode == 0, ok.stderr
+    finally:
+        gw.kill()
+    gw = GatewayProcess(config, data_dir=data).start()
+    try:
+        rc, first = agent_call(gw, "--approval-id", approval_id)
+        assert (rc, first["code"], first["replayed"]) == (0, "ok", False), first
+        rc, again = agent_call(gw, "--approval-id", approval_id)
+        assert again["replayed"] is True
+    finally:
+        gw.stop()
+    assert calls_recorded(data / "sandbox", "count_write") == 1
+
+
+def test_keys_new_writes_a_usable_key_and_prints_the_entry(tmp_path: Path) -> None:
+    env = {**os.environ, "KEYPASS": "s3cret"}
+    out = subprocess.run([sys.executable, "-m", "gateway.cli", "keys", "new", "--approver", "erin", "--out",
+                          str(tmp_path), "--passphrase-env", "KEYPASS"], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    entry = __import__("yaml").safe_load(out.stdout)[0]
+    assert entry["id"] == "erin" and entry["keys"][0]["kid"].startswith("erin-")
+    (pem,) = tmp_path.glob("*.pem")
+    assert pem.stat().st_mode & 0o077 == 0
+    from gateway.approvals.keyring import load_private_key, raw_public_b64
+
+    with pytest.raises((TypeError, ValueError)):
+        load_private_key(pem.read_bytes())  # encrypted: no passphrase, no key
+    assert raw_public_b64(load_private_key(pem.read_bytes(), b"s3cret").public_key()) == entry["keys"][0]["public_key"]

@@ -160,3 +160,36 @@ async def test_watch_streams_the_grant_to_the_waiting_agent(gw) -> None:
     stream.cancel()
     assert event.type == "granted" and event.approval.grant
     assert (await c.call("count_write", ARGS, approval_grant=event.approval.grant)).code == "ok"
+
+
+async def test_expired_request_ends_with_approval_expired(gw) -> None:
+    running, c = gw
+    a, _ = await _granted(c)
+    service = running.app.approvals.service
+    service.clock = lambda: a.expires_at.seconds + 1.0  # `now` is a parameter of the service
+    assert (await c.call("count_write", ARGS, approval_id=a.approval_id)).code == "approval_expired"
+    assert (await c.get(a.approval_id, AGENT)).status == "expired"
+    assert calls_recorded(sandbox(running), "count_write") == 0
+
+
+async def test_audit_chain_verifies_after_the_flow(gw) -> None:
+    from gateway.audit import verify_file
+
+    running, c = gw
+    a, grant = await _granted(c)
+    await c.call("count_write", ARGS, approval_grant=grant)
+    running.app.audit.flush()
+    assert verify_file(running.app.config.audit_path).ok
+    granted = [r for r in audit(running) if r.get("action") == "granted"]
+    assert granted[0]["approvers"] == ["alice"] and granted[0]["at"] > 0
+
+
+def test_cli_refuses_to_sign_a_hash_it_did_not_compute() -> None:
+    from gateway.cli.approvals_cmd import recompute_hash
+
+    honest = pb.Approval(args_json=b'{"b": 1, "a": "x"}', args_hash="")
+    mine, _ = recompute_hash(honest)
+    assert recompute_hash(pb.Approval(args_json=b'{"a":"x","b":1}', args_hash=mine)) == (mine, "")
+    lying = pb.Approval(args_json=b'{"a": "x", "b": 2}', args_hash=mine)
+    assert recompute_hash(lying)[1].startswith("the gateway's args hash")
+    assert recompute_hash(pb.Approval(args_json=b'{"a": 1, "a": 2}', args_hash=mine))[1]  # not strict JSON

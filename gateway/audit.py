@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 
 GENESIS = "sha256:" + "0" * 64
+_HEAD_WIDTH = 128  # bytes of the head file: its JSON padded with spaces (seq up to 20 digits fits)
 
 
 def canonical(record: dict[str, Any]) -> bytes:
@@ -44,6 +45,9 @@ class _ChainedFileLogger:
         self.seq, self.last_hash = _tail_state(path)
         self._file = open(path, "ab", buffering=1024 * 1024)
         self._head = path.with_name(path.name + ".head")
+        # Kept open and overwritten in place with one fixed-width pwrite (JSON padded with
+        # spaces): a tmp file + rename per call cost ~0.3 ms, half the allow path's CPU.
+        self._head_fd = os.open(self._head, os.O_WRONLY | os.O_CREAT, 0o644)
         self._dirty = False
 
     def msg(self, line: bytes) -> None:
@@ -58,14 +62,14 @@ class _ChainedFileLogger:
         self._file.flush()
         if self.fsync:
             os.fsync(self._file.fileno())
-        tmp = self._head.with_name(self._head.name + ".tmp")
-        tmp.write_text(json.dumps({"seq": self.seq, "hash": self.last_hash}))
-        os.replace(tmp, self._head)
+        head = json.dumps({"seq": self.seq, "hash": self.last_hash}).encode().ljust(_HEAD_WIDTH)
+        os.pwrite(self._head_fd, head, 0)  # never shorter than before: the file never needs truncating
         self._dirty = False
 
     def close(self) -> None:
         self.flush()
         self._file.close()
+        os.close(self._head_fd)
 
 
 class AuditLog:

@@ -92,9 +92,11 @@ class AuditLog:
         sink.seq += 1
         event["seq"] = sink.seq
         event["prev_hash"] = sink.last_hash
-        event["hash"] = record_hash(event)
-        sink.last_hash = event["hash"]
-        return canonical(event)
+        event.pop("hash", None)
+        body = canonical(event)  # == what record_hash hashes; serialised once, not twice
+        sink.last_hash = "sha256:" + hashlib.sha256(body).hexdigest()
+        # "hash" goes last on the line; verify_file re-canonicalises, so key order on the line is free
+        return body[:-1] + b',"hash":"' + sink.last_hash.encode() + b'"}'
 
     def record(self, stage: str, *, decision_id: str = "", code: str = "", **fields: Any) -> None:
         """Append one record: ``stage`` names the step, ``code`` its outcome."""

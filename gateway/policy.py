@@ -35,8 +35,9 @@ def build_input(ctx: CallContext, gateway_id: str) -> dict[str, Any]:
 async def decide(engine: PolicyEngine, doc: dict[str, Any], timeout_ms: int) -> PolicyDecision:
     """Evaluate; raise PolicyError (fail closed) on error, timeout or a malformed decision."""
     try:
-        return await asyncio.wait_for(engine.evaluate(doc), timeout=timeout_ms / 1000)
-    except asyncio.TimeoutError as exc:
+        async with asyncio.timeout(timeout_ms / 1000):  # no extra task per call, unlike wait_for
+            return await engine.evaluate(doc)
+    except TimeoutError as exc:
         raise PolicyError("policy_unavailable", f"policy evaluation exceeded {timeout_ms} ms") from exc
     except PolicyError:
         raise

@@ -172,11 +172,18 @@ class PostgresServer:
         log = open(self._log, "ab")
         if owner:
             os.chown(self._log, *owner)
+        drop: dict[str, object] = {}
+        setpriv = shutil.which("setpriv")
+        if owner and setpriv:
+            # exec drops privileges, so Popen can vfork: a plain fork in a process running gRPC
+            # threads may crash the child in gRPC's fork handlers before it reaches exec
+            argv = [setpriv, f"--reuid={owner[0]}", f"--regid={owner[1]}", "--clear-groups", *argv]
+        elif owner:
+            drop = {"user": owner[0], "group": owner[1], "extra_groups": []}
         try:
             proc = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True,
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
-                **({"user": owner[0], "group": owner[1], "extra_groups": []} if owner else {}),
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}, **drop,  # type: ignore[arg-type]
             )
         finally:
             log.close()

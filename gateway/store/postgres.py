@@ -24,14 +24,25 @@ recovers by itself; while the server is down a call waits at most ``timeout`` se
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Sequence
 
 import psycopg
 import structlog
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from gateway.store.base import BucketSpec, Claim, ClaimStatus, StoreUnavailable
+from gateway.store.base import (
+    ApprovalRecord,
+    ApprovalStatus,
+    BucketSpec,
+    Claim,
+    ClaimStatus,
+    StoreUnavailable,
+    Vote,
+    VoteStatus,
+)
 from gateway.store.migrations import POSTGRES, Migration
 
 log = structlog.get_logger("toolgate.store.postgres")
@@ -156,6 +167,68 @@ class PostgresStore:
                     )
         return 0.0
 
+    # -- approvals ------------------------------------------------------------------------
+
+    async def create_approval(self, record: ApprovalRecord) -> None:
+        async with self._connection() as conn:
+            await conn.execute(
+                "INSERT INTO approvals(approval_id, status, tenant, created_at, record) VALUES (%s, %s, %s, %s, %s)",
+                (record.approval_id, str(record.status), record.tenant, record.created_at, Jsonb(_dump(record))),
+            )
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        async with self._connection() as conn:
+            row = await (await conn.execute(
+                "SELECT record FROM approvals WHERE approval_id = %s", (approval_id,)
+            )).fetchone()
+        return None if row is None else _load(row[0])
+
+    async def list_approvals(self, *, tenant: str = "", status: str = "", limit: int = 500) -> list[ApprovalRecord]:
+        async with self._connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT record FROM approvals WHERE (%(t)s = '' OR tenant = %(t)s) AND (%(s)s = '' OR status = %(s)s) "
+                "ORDER BY created_at DESC LIMIT %(n)s",
+                {"t": tenant, "s": str(status), "n": limit},
+            )).fetchall()
+        return [_load(r[0]) for r in rows]
+
+    async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:
+        async with self._connection() as conn, conn.transaction():
+            # the row lock serializes votes on one request across replicas
+            row = await (await conn.execute(
+                "SELECT status FROM approvals WHERE approval_id = %s FOR UPDATE", (approval_id,)
+            )).fetchone()
+            before = await _voters(conn, approval_id)
+            if row is None or row[0] != ApprovalStatus.PENDING:
+                return Vote(VoteStatus.NOT_FOUND if row is None else VoteStatus.NOT_PENDING, before)
+            added = await (await conn.execute(
+                "INSERT INTO approval_votes(jti, approval_id, approver, created) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (jti) DO NOTHING RETURNING jti",
+                (jti, approval_id, approver, now),
+            )).fetchone()
+            if added is None:
+                return Vote(VoteStatus.JTI_REUSED, before)
+            status = VoteStatus.SAME_APPROVER if approver in before else VoteStatus.ADDED
+            return Vote(status, await _voters(conn, approval_id))
+
+    async def transition_approval(
+        self, approval_id: str, *, from_status: ApprovalStatus, to_status: ApprovalStatus, now: float,
+        approvers: tuple[str, ...] | None = None, grant: str = "", grant_jti: str = "", rejection_reason: str = "",
+    ) -> ApprovalRecord | None:
+        changes: dict[str, Any] = {"status": str(to_status), "updated_at": now}
+        for name, value in (("grant", grant), ("grant_jti", grant_jti), ("rejection_reason", rejection_reason)):
+            if value:
+                changes[name] = value
+        if approvers is not None:
+            changes["approvers"] = list(approvers)
+        async with self._connection() as conn:
+            row = await (await conn.execute(
+                "UPDATE approvals SET status = %s, record = record || %s "
+                "WHERE approval_id = %s AND status = %s RETURNING record",
+                (str(to_status), Jsonb(changes), approval_id, str(from_status)),
+            )).fetchone()
+        return None if row is None else _load(row[0])
+
     # -- lifecycle ------------------------------------------------------------------------
 
     async def close(self) -> None:
@@ -180,6 +253,29 @@ class PostgresStore:
             if not self._opened:
                 await self._pool.open(wait=False)
                 self._opened = True
+
+
+async def _voters(conn: psycopg.AsyncConnection[Any], approval_id: str) -> tuple[str, ...]:
+    rows = await (await conn.execute(
+        "SELECT approver FROM approval_votes WHERE approval_id = %s GROUP BY approver ORDER BY MIN(created), approver",
+        (approval_id,),
+    )).fetchall()
+    return tuple(r[0] for r in rows)
+
+
+def _dump(record: ApprovalRecord) -> dict[str, Any]:
+    raw = dataclasses.asdict(record)
+    raw["status"] = str(record.status)
+    return raw
+
+
+def _load(raw: dict[str, Any]) -> ApprovalRecord:
+    raw = dict(raw)
+    for name in ("reasons", "groups_any", "approvers"):
+        raw[name] = tuple(raw.get(name) or ())
+    raw["status"] = ApprovalStatus(raw["status"])
+    known = {f.name for f in dataclasses.fields(ApprovalRecord)}
+    return ApprovalRecord(**{k: v for k, v in raw.items() if k in known})
 
 
 def _capacity(buckets: Sequence[BucketSpec], key: str) -> float:

@@ -32,4 +32,18 @@ POSTGRES: tuple[Migration, ...] = (
                 updated DOUBLE PRECISION NOT NULL)""",
         ),
     ),
+    Migration(
+        2,
+        "approvals and approval votes",
+        (
+            """CREATE TABLE IF NOT EXISTS approvals (
+                approval_id TEXT PRIMARY KEY, status TEXT NOT NULL, tenant TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL, record JSONB NOT NULL)""",
+            "CREATE INDEX IF NOT EXISTS approvals_tenant_status ON approvals(tenant, status, created_at)",
+            """CREATE TABLE IF NOT EXISTS approval_votes (
+                jti TEXT PRIMARY KEY, approval_id TEXT NOT NULL, approver TEXT NOT NULL,
+                created DOUBLE PRECISION NOT NULL)""",
+            "CREATE INDEX IF NOT EXISTS approval_votes_approval ON approval_votes(approval_id)",
+        ),
+    ),
 )

@@ -1,0 +1,106 @@
+"""The approval part of the store contract, run alike on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from gateway.store.base import ApprovalRecord, ApprovalStatus, VoteStatus
+
+S = ApprovalStatus
+T0 = 1_800_000_000.0
+
+
+def record(approval_id: str = "a-1", *, tenant: str = "acme", created_at: float = T0, **kw) -> ApprovalRecord:
+    fields = dict(
+        approval_id=approval_id, status=S.PENDING, tenant=tenant, agent="demo-agent", user="dana",
+        run_id="run-1", step=3, tool="write_file", tool_version="1", args_json='{"path":"a.txt"}',
+        args_hash="sha256:abc", reasons=("writes need ops approval",), groups_any=("ops",), quorum=2,
+        risk={"side_effect": "write", "reversibility": "reversible"}, created_at=created_at,
+        expires_at=created_at + 900.123456, decision_id="d-1", audience="toolgate-demo", updated_at=created_at,
+    )
+    fields.update(kw)
+    return ApprovalRecord(**fields)
+
+
+async def test_created_approval_reads_back_equal(store):
+    rec = record()
+    await store.create_approval(rec)
+    assert await store.get_approval("a-1") == rec
+    assert await store.get_approval("missing") is None
+
+
+async def test_list_is_newest_first_and_filters_tenant_and_status(store):
+    await store.create_approval(record("old", created_at=T0))
+    await store.create_approval(record("new", created_at=T0 + 10))
+    await store.create_approval(record("other", tenant="globex", created_at=T0 + 5))
+    await store.transition_approval("old", from_status=S.PENDING, to_status=S.REJECTED, now=T0 + 20)
+    assert [r.approval_id for r in await store.list_approvals()] == ["new", "other", "old"]
+    assert [r.approval_id for r in await store.list_approvals(tenant="acme")] == ["new", "old"]
+    assert [r.approval_id for r in await store.list_approvals(tenant="acme", status=S.PENDING)] == ["new"]
+    assert [r.approval_id for r in await store.list_approvals(limit=1)] == ["new"]
+
+
+async def test_votes_count_each_approver_once_in_order(store):
+    await store.create_approval(record())
+    first = await store.add_approval_vote("a-1", "alice", "jti-1", T0 + 1)
+    again = await store.add_approval_vote("a-1", "alice", "jti-2", T0 + 2)
+    second = await store.add_approval_vote("a-1", "bob", "jti-3", T0 + 3)
+    assert (first.status, first.approvers) == (VoteStatus.ADDED, ("alice",))
+    assert (again.status, again.approvers) == (VoteStatus.SAME_APPROVER, ("alice",))
+    assert (second.status, second.approvers) == (VoteStatus.ADDED, ("alice", "bob"))
+
+
+async def test_a_replayed_approval_token_is_refused(store):
+    await store.create_approval(record("a-1"))
+    await store.create_approval(record("a-2"))
+    await store.add_approval_vote("a-1", "alice", "jti-1", T0)
+    assert (await store.add_approval_vote("a-1", "alice", "jti-1", T0)).status is VoteStatus.JTI_REUSED
+    assert (await store.add_approval_vote("a-2", "alice", "jti-1", T0)).status is VoteStatus.JTI_REUSED
+
+
+async def test_votes_on_missing_or_settled_requests_are_refused(store):
+    await store.create_approval(record())
+    await store.transition_approval("a-1", from_status=S.PENDING, to_status=S.REJECTED, now=T0, rejection_reason="no")
+    assert (await store.add_approval_vote("a-1", "alice", "jti-1", T0)).status is VoteStatus.NOT_PENDING
+    assert (await store.add_approval_vote("zzz", "alice", "jti-2", T0)).status is VoteStatus.NOT_FOUND
+
+
+async def test_transition_is_compare_and_set(store):
+    await store.create_approval(record())
+    new = await store.transition_approval(
+        "a-1", from_status=S.PENDING, to_status=S.APPROVED, now=T0 + 5,
+        approvers=("alice", "bob"), grant="eyJ.grant.sig", grant_jti="g-1",
+    )
+    assert new == dataclasses.replace(
+        record(), status=S.APPROVED, approvers=("alice", "bob"), grant="eyJ.grant.sig", grant_jti="g-1", updated_at=T0 + 5
+    )
+    assert await store.get_approval("a-1") == new
+    assert await store.transition_approval("a-1", from_status=S.PENDING, to_status=S.EXPIRED, now=T0 + 6) is None
+    assert (await store.get_approval("a-1")).status is S.APPROVED
+    assert await store.transition_approval("nope", from_status=S.PENDING, to_status=S.EXPIRED, now=T0) is None
+
+
+async def test_concurrent_transitions_over_two_replicas_have_one_winner(make_store):
+    one, two = make_store(), make_store()
+    await one.create_approval(record())
+    results = await asyncio.gather(*(
+        (one if i % 2 else two).transition_approval(
+            "a-1", from_status=S.PENDING, to_status=S.APPROVED, now=T0, grant_jti=f"g-{i}"
+        )
+        for i in range(20)
+    ))
+    winners = [r for r in results if r is not None]
+    assert len(winners) == 1
+    assert (await two.get_approval("a-1")).grant_jti == winners[0].grant_jti
+
+
+async def test_concurrent_votes_over_two_replicas_count_each_approver_once(make_store):
+    one, two = make_store(), make_store()
+    await one.create_approval(record())
+    votes = await asyncio.gather(*(
+        (one if i % 2 else two).add_approval_vote("a-1", ("alice", "bob", "carol")[i % 3], f"jti-{i}", T0 + i)
+        for i in range(30)
+    ))
+    assert sum(v.status is VoteStatus.ADDED for v in votes) == 3
+    assert sorted((await one.add_approval_vote("a-1", "dave", "jti-x", T0 + 99)).approvers) == ["alice", "bob", "carol", "dave"]

@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 from policies import PolicyEngine, PolicyError
 
+from gateway import metrics, tracing
 from gateway import policy as policy_stage
 from gateway.arguments import ArgumentsError, args_hash, parse_strict
 from gateway.audit import AuditLog
@@ -232,6 +233,9 @@ class Pipeline:
 
     def _audit(self, ctx: CallContext, stage: str, code: Any, **fields: Any) -> None:
         self.audit.record(stage, decision_id=ctx.decision_id, code=str(code), **fields)
+        if metrics.enabled or tracing.enabled:  # observability, off by default: one check when off
+            metrics.stage(ctx, stage, code, fields)
+            tracing.stage(ctx, stage, code, fields)
 
 
 def _derived_key(ctx: CallContext) -> str:

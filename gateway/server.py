@@ -12,6 +12,7 @@ from grpc_reflection.v1alpha import reflection
 
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
+from gateway import metrics, tracing
 from gateway.app import GatewayApp
 from gateway.auth import AuthInterceptor
 from gateway.config import Config
@@ -21,6 +22,8 @@ from gateway.servicer import ToolGatewayServicer
 async def create_server(config: Config, address: str | None = None, *, app: GatewayApp | None = None):
     """Build and start a server; ``address`` may use port 0. Returns (server, port, app)."""
     app = app or GatewayApp(config)
+    metrics.configure(config, store=app.store)  # observability: both off unless config.observability
+    tracing.configure(config)
     server = grpc.aio.server(
         interceptors=[AuthInterceptor(app.authenticator, app.audit)],
         maximum_concurrent_rpcs=config.limits.max_concurrent_calls,

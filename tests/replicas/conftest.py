@@ -11,6 +11,8 @@ import json
 import os
 import sys
 import threading
+import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +28,15 @@ if str(ROOT) not in sys.path:
 
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb  # noqa: E402
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc  # noqa: E402
-from gateway.config import hash_api_key  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
+
+from gateway.approvals.keyring import write_private_key  # noqa: E402
 from gateway.testing import GatewayProcess  # noqa: E402
 from tests._postgres import PostgresServer, pg_server  # noqa: E402,F401  (fixture)
 
 HERE = Path(__file__).resolve().parent
-AGENT_KEY = "replica-agent-key"
+AGENT_KEY = "demo-agent-key"  # the demo identities: examples/toolgate.yaml
+APPROVER_KEYS = {"alice": "alice-approver-key", "bob": "bob-approver-key"}
 N_REPLICAS = 3
 
 POLICY = """
@@ -72,43 +77,69 @@ def _tool(name: str, counter: Path, *, side_effect: str) -> dict[str, Any]:
     }
 
 
-def write_config(root: Path, dsn: str, *, approvals: dict[str, Any] | None = None) -> Path:
+def write_config(root: Path, dsn: str) -> Path:
+    """Our policy, tools and store; the demo's identities and approver keyring; one grant key
+    file shared by the replicas (a grant issued by one verifies on all)."""
+    demo = yaml.safe_load((ROOT / "examples" / "toolgate.yaml").read_text())
+    grant_key = root / "shared" / "grant-signing.pem"
+    (root / "shared").mkdir(parents=True, exist_ok=True)
+    if not grant_key.exists():
+        write_private_key(grant_key, Ed25519PrivateKey.generate())
     (root / "policy").mkdir(parents=True, exist_ok=True)
     (root / "policy" / "replicas.rego").write_text(POLICY)
     counter = root / "shared" / "executions.jsonl"
-    counter.parent.mkdir(exist_ok=True)
     raw: dict[str, Any] = {
         "gateway_id": "toolgate-replicas",
         "listen": "127.0.0.1:0",
         "policy": {"engine": "embedded", "bundle": "policy"},
         "store": {"kind": "postgres", "dsn": dsn},
-        "identities": [{
-            "name": "replica-agent", "api_key_sha256": hash_api_key(AGENT_KEY), "tenant": "acme",
-            "agent": "replica-agent", "user": "dana", "roles": ["agent"],
-        }],
+        "identities": demo["identities"],
         "tools": [_tool("count_shared", counter, side_effect="read"), _tool("count_approved", counter, side_effect="write")],
+        "approvals": {**demo["approvals"], "grant_keys": [str(grant_key)]},
     }
-    if approvals:
-        raw["approvals"] = approvals
     path = root / "toolgate.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
 
 
 class Client:
-    """Raw async gRPC stubs to one replica, with an API key."""
+    """Raw async gRPC stubs to one replica: tool calls as the demo agent, approvals as anyone."""
 
     def __init__(self, address: str, api_key: str = AGENT_KEY) -> None:
         self.channel = grpc.aio.insecure_channel(address)
         self.stub = pb_grpc.ToolGatewayStub(self.channel)
+        self.approvals = pb_grpc.ApprovalsStub(self.channel)
         self.metadata = (("x-api-key", api_key),)
 
     async def call(self, tool: str, args: dict[str, Any], *, timeout: float = 30, **fields: Any) -> pb.ToolCallResponse:
         request = pb.ToolCallRequest(tool=tool, args_json=json.dumps(args).encode(), **fields)
         return await self.stub.ExecuteTool(request, metadata=self.metadata, timeout=timeout)
 
+    async def get(self, approval_id: str, as_: str = "") -> pb.Approval:
+        md = (("x-api-key", APPROVER_KEYS[as_]),) if as_ else self.metadata
+        return await self.approvals.Get(pb.GetApprovalRequest(approval_id=approval_id), metadata=md, timeout=10)
+
+    async def approve(self, a: pb.Approval, approver: str) -> pb.Approval:
+        """Sign an approval of ``a`` with the demo approver's key (as the CLI does) and submit it."""
+        token = sign_approval(a, approver)
+        return await self.approvals.Submit(
+            pb.SubmitApprovalRequest(approval_id=a.approval_id, token=token),
+            metadata=(("x-api-key", APPROVER_KEYS[approver]),), timeout=10,
+        )
+
     async def close(self) -> None:
         await self.channel.close()
+
+
+def sign_approval(a: pb.Approval, approver: str) -> str:
+    from gateway.approvals import tokens
+    from gateway.approvals.keyring import SigningKey, key_labels, load_private_key
+
+    pem = (ROOT / "examples" / "keys" / f"{approver}.pem").read_bytes()
+    now = int(time.time())
+    claims = {"iss": approver, "sub": a.approval_id, "aud": a.audience, "tool": a.tool, "args_hash": a.args_hash,
+              "tenant": a.tenant, "run_id": a.run_id, "iat": now, "exp": now + 300, "jti": str(uuid.uuid4())}
+    return tokens.sign(claims, SigningKey(key_labels(pem)["kid"], load_private_key(pem)), tokens.TYP_APPROVAL)
 
 
 @dataclass
@@ -135,9 +166,9 @@ class Cluster:
         return all(r.proc is not None and r.proc.poll() is None for r in self.replicas)
 
 
-def start_cluster(root: Path, server: PostgresServer, *, approvals: dict[str, Any] | None = None) -> Cluster:
+def start_cluster(root: Path, server: PostgresServer) -> Cluster:
     dsn = server.create_database("replicas")
-    config = write_config(root, dsn, approvals=approvals)
+    config = write_config(root, dsn)
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH", "")]))}
     replicas = [GatewayProcess(config, data_dir=root / f"replica-{i}", env=env) for i in range(N_REPLICAS)]
     with ThreadPoolExecutor(N_REPLICAS) as pool:
@@ -161,7 +192,7 @@ def _drain(replica: GatewayProcess) -> list[str]:
     return lines
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster(pg_server, tmp_path_factory):
     c = start_cluster(tmp_path_factory.mktemp("replicas"), pg_server)
     yield c

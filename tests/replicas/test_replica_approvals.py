@@ -1,0 +1,61 @@
+"""Approvals across three replicas sharing PostgreSQL: a grant is single-use for all of them,
+and a request may be made, approved and executed through different replicas."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+
+async def _approved(clients, key: str, *, request_on: int, approve_on: int):
+    """Request through one replica, approve (alice, ops) through another; the approval record."""
+    resp = await clients[request_on].call("count_approved", {"key": key})
+    assert resp.code == "approval_required", resp
+    approval_id = resp.approval_required.approval_id
+    pending = await clients[approve_on].get(approval_id, as_="alice")
+    assert pending.status == "pending" and pending.tool == "count_approved"
+    assert (await clients[approve_on].approve(pending, "alice")).status == "approved"
+    return approval_id
+
+
+async def test_one_grant_over_three_replicas_executes_once(cluster, clients):
+    key = f"grant-{uuid.uuid4().hex[:8]}"
+    approval_id = await _approved(clients, key, request_on=0, approve_on=1)
+    grant = (await clients[2].get(approval_id)).grant
+    assert grant
+    responses = await asyncio.gather(*(
+        clients[i % 3].call("count_approved", {"key": key}, approval_grant=grant) for i in range(100)
+    ))
+    assert [r.code for r in responses] == ["ok"] * 100
+    assert sum(not r.replayed for r in responses) == 1
+    assert len(cluster.executions(key)) == 1
+    for c in clients:
+        assert (await c.get(approval_id)).status == "executed"
+
+
+async def test_requested_on_one_approved_on_another_executed_on_a_third(cluster, clients):
+    key = f"flow-{uuid.uuid4().hex[:8]}"
+    approval_id = await _approved(clients, key, request_on=0, approve_on=1)
+    first = await clients[2].call("count_approved", {"key": key}, approval_id=approval_id)
+    assert first.code == "ok" and not first.replayed, first
+    again = await clients[0].call("count_approved", {"key": key}, approval_id=approval_id)
+    assert again.code == "ok" and again.replayed and again.decision_id == first.decision_id
+    assert len(cluster.executions(key)) == 1
+    executed = [
+        rec for i in range(3) for rec in cluster.audit(i)
+        if rec.get("stage") == "execute" and rec.get("decision_id") == first.decision_id
+    ]
+    assert len(executed) == 1 and executed[0] in cluster.audit(2)
+
+
+async def test_changed_arguments_with_a_grant_are_refused_on_another_replica(cluster, clients):
+    key = f"mismatch-{uuid.uuid4().hex[:8]}"
+    approval_id = await _approved(clients, key, request_on=1, approve_on=2)
+    grant = (await clients[1].get(approval_id)).grant
+    changed = await clients[0].call("count_approved", {"key": key + "-changed"}, approval_grant=grant)
+    assert changed.code == "approval_args_mismatch", changed
+    assert cluster.executions(key + "-changed") == []

@@ -1,0 +1,175 @@
+"""``python -m bench [--quick] [--rounds N] [--out FILE] [--profile]`` — see bench/README.md."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import load, micro, report
+from bench.procs import OPAProcess, ServerProcess, opa_binary, opa_engine_available
+from bench.scenarios import REPO, SCENARIOS, gateway_config
+
+CONCURRENCY = (1, 32, 256)
+_T0 = time.monotonic()
+
+
+def progress(message: str) -> None:
+    print(f"[{time.monotonic() - _T0:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def _parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description="toolgate benchmark (issue F)")
+    parser.add_argument("--quick", action="store_true", help="short runs, 20k-call memory probe (~2 minutes)")
+    parser.add_argument("--rounds", type=int, default=0, help="rounds per scenario (default 3 quick, 5 full)")
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "latest.json"), help="JSON results file")
+    parser.add_argument("--profile", action="store_true",
+                        help="only profile the allow path at concurrency 32 (pyinstrument) into bench/results/")
+    return parser.parse_args()
+
+
+class Servers:
+    """The server children of one run; all stopped on exit."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.started: list[Any] = []
+
+    def gateway(self, name: str, **config: Any) -> ServerProcess:
+        data = self.workdir / name
+        return self._keep(ServerProcess("gateway", data, config=gateway_config(data / "data", **config)).start())
+
+    def echo(self) -> ServerProcess:
+        return self._keep(ServerProcess("echo", self.workdir / "echo").start())
+
+    def _keep(self, proc: Any) -> Any:
+        self.started.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.started):
+            proc.stop()
+
+
+async def _scenario_rounds(servers: dict[str, ServerProcess], rounds: int, seconds: float, warmup: float) -> dict[str, Any]:
+    names = [n for n, s in SCENARIOS.items() if s.server in servers]
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {n: {str(c): [] for c in CONCURRENCY} for n in names}
+    for r in range(rounds):
+        for c in CONCURRENCY:
+            for name in names:
+                server = servers[SCENARIOS[name].server]
+                res = await load.closed_loop(server.address, SCENARIOS[name], c, seconds, warmup, server.cpu)
+                runs[name][str(c)].append(res.as_dict())
+                progress(f"round {r + 1}/{rounds} c={c:<3} {name:<9} {res.throughput:8.0f}/s p50 {res.p50_ms:6.2f} ms "
+                         f"p99 {res.p99_ms:6.2f} ms cpu {res.cpu_us_per_call:5.0f} us/call errors {res.errors}")
+    return runs
+
+
+async def _memory(servers: Servers, calls: int) -> dict[str, Any]:
+    gw = servers.gateway("memory")
+    allow = SCENARIOS["allow"]
+    errors = await load.counted(gw.address, allow, 1000)
+    rss_1k = gw.rss()
+    progress(f"memory: {rss_1k / 2**20:.1f} MB after 1,000 calls; sending {calls - 1000:,} more")
+    errors += await load.counted(gw.address, allow, calls // 2 - 1000)
+    rss_half = gw.rss()
+    errors += await load.counted(gw.address, allow, calls - calls // 2)
+    rss_n = gw.rss()
+    gw.stop()
+    mb = 2**20
+    return {
+        "calls": calls, "errors": errors, "rss_1k_mb": rss_1k / mb, "rss_half_mb": rss_half / mb, "rss_n_mb": rss_n / mb,
+        "rss_ratio": rss_n / rss_1k, "second_half_growth_mb": (rss_n - rss_half) / mb,
+        # a leak grows linearly; allocator and cache warm-up does not keep growing in the second half
+        "second_half_limit_mb": max(2.0, 0.05 * rss_1k / mb),
+    }
+
+
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    quick = args.quick
+    rounds = args.rounds or (3 if quick else 5)
+    seconds, warmup = (1.0, 0.3) if quick else (3.0, 0.5)
+    workdir = Path(tempfile.mkdtemp(prefix="toolgate-bench-"))
+    servers = Servers(workdir)
+    not_measured: dict[str, str] = {}
+    try:
+        progress("micro-figures (in-process)")
+        micro_figures = micro.measure(2000 if quick else 10000)
+        if micro_figures.get("grant_verify_us") is None:
+            not_measured["grant verify + consume"] = "grant scenario not wired to gateway.approvals yet"
+        progress("starting echo and embedded gateway servers")
+        procs = {"echo": servers.echo(), "embedded": servers.gateway("embedded")}
+        binary = opa_binary()
+        if not opa_engine_available():
+            not_measured["opa_allow"] = "policies.opa (engine: opa) is not in the tree yet"
+        elif binary is None:
+            not_measured["opa_allow"] = "no OPA binary (set TOOLGATE_OPA)"
+        else:
+            opa = servers._keep(OPAProcess(binary, workdir / "opa").start())
+            procs["opa"] = servers.gateway("opa", engine="opa", opa_url=opa.url)
+        runs = await _scenario_rounds(procs, rounds, seconds, warmup)
+        progress("head-of-line: 1,000 calls sleeping 1 s and a fast call")
+        hol = await load.head_of_line(procs["embedded"].address)
+        progress(f"head-of-line: fast p50 idle {hol['idle_p50_ms']:.2f} ms, during {hol['during_p50_ms']:.2f} ms")
+        for name in list(procs):
+            procs.pop(name).stop()
+        memory = await _memory(servers, 20_000 if quick else 100_000)
+        progress(f"memory: {memory['rss_1k_mb']:.1f} MB -> {memory['rss_n_mb']:.1f} MB after {memory['calls']:,} calls")
+    finally:
+        servers.stop_all()
+        shutil.rmtree(workdir, ignore_errors=True)
+    derived = report.derive(runs)
+    results = {
+        "quick": quick, "rounds": rounds, "seconds": seconds, "warmup": warmup, "concurrency": list(CONCURRENCY),
+        "host": {"python": platform.python_version(), "machine": platform.machine(), "cpus": _cpus()},
+        "derived": derived, "micro": micro_figures, "head_of_line": hol, "memory": memory,
+        "not_measured": not_measured, "runs": runs,
+    }
+    results["budgets"] = report.budgets(derived, micro_figures, hol, memory, None)
+    return results
+
+
+def _cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))
+
+
+async def _profile(seconds: float = 15.0) -> None:
+    out = REPO / "bench" / "results" / "profile_allow.txt"
+    workdir = Path(tempfile.mkdtemp(prefix="toolgate-bench-profile-"))
+    gw = ServerProcess("gateway", workdir, config=gateway_config(workdir / "data"), profile=str(out)).start()
+    try:
+        progress(f"profiling the allow path at concurrency 32 for {seconds:g} s")
+        res = await load.closed_loop(gw.address, SCENARIOS["allow"], 32, seconds, 1.0, gw.cpu)
+        progress(f"{res.throughput:.0f}/s under the profiler (slower than unprofiled)")
+    finally:
+        gw.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    progress(f"profile written to {out.relative_to(REPO)}")
+
+
+def main() -> None:
+    args = _parse()
+    if args.profile:
+        asyncio.run(_profile())
+        return
+    results = asyncio.run(_run(args))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1, sort_keys=True))
+    print(report.table(results))
+    progress(f"results written to {out}")
+    if any(b["verdict"] == "FAIL" for b in results["budgets"]):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -141,3 +141,17 @@ async def test_concurrent_takes_over_two_replicas_never_exceed_capacity(make_sto
     b = [BucketSpec("shared", 10, 0.001), BucketSpec("tenant", 100, 0.001)]
     waits = await asyncio.gather(*(replicas[i % 2].take_tokens(b, T0) for i in range(40)))
     assert sum(w == 0.0 for w in waits) == 10
+
+
+def test_every_store_implements_the_whole_protocol():
+    import inspect
+
+    from gateway.store.base import Store
+    from gateway.store.postgres import PostgresStore
+    from gateway.store.sqlite import SQLiteStore
+
+    wanted = {n for n, f in inspect.getmembers(Store, inspect.iscoroutinefunction) if not n.startswith("_")}
+    assert "claim" in wanted and "take_tokens" in wanted
+    for cls in (SQLiteStore, PostgresStore):
+        missing = sorted(n for n in wanted if not inspect.iscoroutinefunction(getattr(cls, n, None)))
+        assert not missing, f"{cls.__name__} lacks {missing}"

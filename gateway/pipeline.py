@@ -215,13 +215,7 @@ class Pipeline:
     async def _finish(self, c: _Call, result: CallResult | None) -> None:
         ctx = c.ctx
         try:
-            for won in c.claims:
-                if c.executed and result is not None:
-                    await self.claims.complete(won, result)
-                else:
-                    await self.claims.release(won)
-            if c.executed and ctx.approval is not None and result is not None:
-                await self.approvals.executed(ctx, result)
+            await self._settle_claims(c, result)
         finally:
             code = result.code if result is not None else Code.CANCELLED
             self._audit(
@@ -230,6 +224,25 @@ class Pipeline:
                 elapsed_ms=round((time.monotonic() - ctx.started) * 1000, 3),
             )
             self.audit.flush()
+
+    async def _settle_claims(self, c: _Call, result: CallResult | None) -> None:
+        """Store the outcome under the claims taken (or release them if nothing ran).
+
+        The answer to the caller is already decided, so a store failure here is audited and
+        logged, not raised: the claim stays ``running`` and is never executed again.
+        """
+        ctx = c.ctx
+        try:
+            for won in c.claims:
+                if c.executed and result is not None:
+                    await self.claims.complete(won, result)
+                else:
+                    await self.claims.release(won)
+            if c.executed and ctx.approval is not None and result is not None:
+                await self.approvals.executed(ctx, result)
+        except Exception as exc:
+            log.error("claim_settle_failed", decision_id=ctx.decision_id, error=str(exc)[:500])
+            self._audit(ctx, "settle", Code.INTERNAL_ERROR, executed=c.executed, error=type(exc).__name__)
 
     def _audit(self, ctx: CallContext, stage: str, code: Any, **fields: Any) -> None:
         self.audit.record(stage, decision_id=ctx.decision_id, code=str(code), **fields)

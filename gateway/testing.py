@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,8 +71,16 @@ class GatewayProcess:
                 raise RuntimeError(f"gateway exited with {self.proc.wait()}")
             if line.startswith("toolgate listening on "):
                 self.address = line.split()[-1]
+                self.output: list[str] = []
+                threading.Thread(target=self._drain, daemon=True).start()
                 return self
         raise TimeoutError("gateway did not report its address")
+
+    def _drain(self) -> None:
+        """Keep reading the child's output so a chatty gateway never blocks on a full pipe."""
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:

@@ -96,7 +96,7 @@ class SQLiteStore:
     async def complete(self, scope: str, key: str, outcome_json: str, now: float) -> None:
         try:
             self._db.execute(
-                "UPDATE claims SET status='done', outcome=?, finished=? WHERE scope=? AND key=?",
+                "UPDATE claims SET status='done', outcome=?, finished=? WHERE scope=? AND key=? AND status='running'",
                 (outcome_json, now, scope, key),
             )
         except sqlite3.Error as exc:

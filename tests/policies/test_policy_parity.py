@@ -104,7 +104,8 @@ compared: list[str] = []
 """The decision kind (or "error") of every input compared, for the corpus check below."""
 
 
-@settings(max_examples=CORPUS_SIZE, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=CORPUS_SIZE, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=policy_inputs())
 async def test_embedded_and_opa_decide_the_corpus_identically(opa_server, doc):
     embedded, opa = embedded_engine(), opa_engine(opa_server.url)

@@ -6,7 +6,6 @@ from typing import Any
 
 import structlog
 from policies import PolicyEngine, PolicyError, build_engine
-from policies import UNDEFINED  # noqa: F401  (re-exported sentinel)
 
 from gateway.approvals import build_gate
 from gateway.audit import AuditLog
@@ -17,6 +16,7 @@ from gateway.credentials import build_credentials
 from gateway.execute import build_execute_stage
 from gateway.models import Identity
 from gateway.pipeline import Pipeline
+from gateway.policy import caller_view
 from gateway.store import open_store
 from gateway.tools import ToolDescriptor, ToolRegistry
 
@@ -52,10 +52,7 @@ class GatewayApp:
         visible = []
         path = self.config.policy.query.rsplit(".", 1)[0] + ".visible"
         for tool in self.tools:
-            doc = {
-                "caller": {"tenant": identity.tenant, "agent": identity.agent, "user": identity.user},
-                "tool": tool.policy_view(),
-            }
+            doc = {"caller": caller_view(identity), "tool": tool.policy_view()}
             try:
                 if await self.engine.query(path, doc) is True:
                     visible.append(tool)

@@ -1,9 +1,9 @@
 """Seams the pipeline calls for approvals and credentials, with the A-level defaults.
 
-The approval gate (issue B) verifies grants presented with a call and turns a
-``require_approval`` decision into a pending request. The credential resolver (issue C)
-resolves scoped secrets. The defaults here fail closed: without an approval service a call
-needing approval is refused, and a presented grant is never honoured.
+The approval gate (``gateway.approvals.gate``) verifies grants presented with a call and
+turns a ``require_approval`` decision into a pending request. The credential resolver
+(``gateway.credentials``) resolves scoped secrets; ``NoCredentials`` is its fail-closed
+stand-in when no secret providers are configured.
 """
 
 from __future__ import annotations
@@ -32,19 +32,6 @@ class CredentialResolver(Protocol):
     async def resolve(self, ctx: CallContext) -> Refused | None:
         """Resolve the tool's credentials into ``ctx.credentials`` or refuse."""
         ...
-
-
-class NoApprovals:
-    async def verify_presented(self, ctx: CallContext) -> Refused | None:
-        if ctx.call.approval_grant or ctx.call.approval_id:
-            return Refused(Code.INVALID_APPROVAL, ("approvals are not configured on this gateway",))
-        return None
-
-    async def request(self, ctx: CallContext) -> Outcome:
-        return Refused(Code.APPROVAL_REQUIRED, (*ctx.decision.reasons, "no approval service is configured"))
-
-    async def executed(self, ctx: CallContext, result: Any) -> None:
-        return None
 
 
 class NoCredentials:

@@ -13,14 +13,18 @@ from typing import Any
 
 from policies import PolicyDecision, PolicyEngine, PolicyError
 
-from gateway.models import CallContext
+from gateway.models import CallContext, Identity
+
+
+def caller_view(identity: Identity) -> dict[str, str]:
+    """The ``caller`` part of the policy input: authenticated, so policy may trust it."""
+    return {"tenant": identity.tenant, "agent": identity.agent, "user": identity.user}
 
 
 def build_input(ctx: CallContext, gateway_id: str) -> dict[str, Any]:
     """The policy input document from DESIGN.md. Caller fields are authenticated; run is not."""
-    ident = ctx.identity
     doc: dict[str, Any] = {
-        "caller": {"tenant": ident.tenant, "agent": ident.agent, "user": ident.user},
+        "caller": caller_view(ctx.identity),
         "tool": ctx.tool.policy_view(),
         "args": ctx.args,
         "args_hash": ctx.args_hash,

@@ -1,7 +1,7 @@
 """The embedded engine: in-process Rego on regorus (PyPI ``gordon-to-regorus``).
 
 Evaluation runs inline, on the caller's thread, inside the ``async`` methods: one eval of
-the default bundle takes ~10 µs, far less than handing it to a worker thread would cost,
+the default bundle takes ~30 µs, far less than handing it to a worker thread would cost,
 and with no ``await`` between setting the input and reading the result, two coroutines
 cannot interleave on the one engine.
 
@@ -30,10 +30,12 @@ from typing import Any
 import regorus
 
 from policies._bundle import compile_bundle, describe_engine_error, read_bundle
-from policies._decision import PolicyDecision, parse_decision, single_value
+from policies._decision import UNDEFINED, PolicyDecision, parse_decision, single_value
 from policies._errors import POLICY_UNAVAILABLE, PolicyError
 
 DEFAULT_QUERY = "data.toolgate.decision"
+_NOT_A_RULE = "not a valid rule path"
+_UNDEFINED_JSON = '"<undefined>"'
 
 
 class EmbeddedEngine:
@@ -79,6 +81,7 @@ class EmbeddedEngine:
 
     def _build(self) -> tuple[regorus.Engine, str]:
         bundle = read_bundle(self._path)
+        self._rule_paths: dict[str, bool] = {}
         return compile_bundle(bundle), bundle.version
 
     def _eval(self, path: str, input: dict[str, Any]) -> Any:
@@ -86,7 +89,7 @@ class EmbeddedEngine:
         started = time.perf_counter()
         try:
             engine.set_input_json(json.dumps(input, allow_nan=False))
-            raw = engine.eval_query_as_json(path)
+            value = self._value(engine, path)
         except (TypeError, ValueError) as exc:
             raise PolicyError(POLICY_UNAVAILABLE, f"input is not JSON-serialisable: {exc}") from exc
         except Exception as exc:  # regorus raises RuntimeError for every evaluation error
@@ -94,4 +97,25 @@ class EmbeddedEngine:
         elapsed = time.perf_counter() - started
         if elapsed > self._timeout_s:
             raise PolicyError(POLICY_UNAVAILABLE, f"evaluation took {elapsed * 1000:.1f} ms, over the timeout")
-        return single_value(json.loads(raw).get("result", []))
+        return value
+
+    def _value(self, engine: regorus.Engine, path: str) -> Any:
+        """A rule's value by ``eval_rule`` (~15 µs cheaper than a query), else by query.
+
+        ``eval_rule_as_json`` answers an undefined rule with the JSON string
+        ``"<undefined>"``; a rule whose value is that very string reads as undefined too,
+        which no caller can tell apart from a wrong decision anyway (both deny). A path
+        that is not a rule (a package, a data document) is evaluated as a query; which
+        kind a path is, is learnt on its first evaluation.
+        """
+        if self._rule_paths.get(path, True):
+            try:
+                raw = engine.eval_rule_as_json(path)
+            except RuntimeError as exc:
+                if _NOT_A_RULE not in str(exc):
+                    raise
+                self._rule_paths[path] = False
+            else:
+                self._rule_paths[path] = True
+                return UNDEFINED if raw == _UNDEFINED_JSON else json.loads(raw)
+        return single_value(json.loads(engine.eval_query_as_json(path)).get("result", []))

@@ -233,3 +233,21 @@ test_tools_visible_by_default if {
 test_hidden_tools_not_visible if {
 	not toolgate.visible with input as {"tool": object.union(tool("debug", "read"), {"labels": ["hidden"]})}
 }
+
+# ---------------------------------------------------------------- the read fast path
+
+# `decision` decides plain reads in its first branch; it must say what the full chain says.
+test_read_fast_path_agrees_with_full_decision if {
+	every inp in [
+		call("read_file", "read", {"path": "docs/readme.md"}),
+		call("now", "none", {}),
+		call("read_file", "read", {"path": "secrets/db.txt"}),
+		with_approval(call("read_file", "read", {"path": "app/.env"}), ["bob"], ["security"]),
+		call("refund", "read", {"amount": 5}),
+		call("list_dir", "read", {"path": 7}),
+		object.union(call("read_file", "read", {}), {"tool": object.union(tool("read_file", "read"), {"constraints": {"max_bytes": 10}})}),
+	] {
+		d := decide(inp)
+		d == toolgate.full_decision with input as inp
+	}
+}

@@ -127,8 +127,9 @@ class ExecuteStage:
         executor = self._executors.for_tool(request.tool)
         grace = TIMEOUT_GRACE_SECONDS if getattr(executor, "enforces_timeout", False) else 0.0
         try:
-            return await asyncio.wait_for(executor.execute(request), request.timeout + grace)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(request.timeout + grace):  # no extra Task per call, unlike wait_for
+                return await executor.execute(request)
+        except TimeoutError:
             return ExecResult.failure("timeout", f"{request.tool.name} exceeded {request.timeout:g} s", retryable=True)
 
     async def close(self) -> None:

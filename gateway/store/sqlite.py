@@ -63,25 +63,23 @@ class SQLiteStore:
             self._db.execute(stmt)
 
     async def claim(self, scope: str, key: str, args_hash: str, now: float) -> Claim:
+        # One autocommit INSERT is atomic within and across processes: the row's primary
+        # key decides who claimed first. Only a loser reads the row it lost to.
         try:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._db.execute(
-                    "SELECT status, args_hash, outcome FROM claims WHERE scope=? AND key=?", (scope, key)
-                ).fetchone()
-                if row is None:
-                    self._db.execute(
-                        "INSERT INTO claims(scope, key, args_hash, status, created) VALUES (?,?,?,?,?)",
-                        (scope, key, args_hash, "running", now),
-                    )
-                    self._db.execute("COMMIT")
-                    return Claim(ClaimStatus.CLAIMED, args_hash)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+            won = self._db.execute(
+                "INSERT INTO claims(scope, key, args_hash, status, created) VALUES (?,?,?,'running',?) "
+                "ON CONFLICT(scope, key) DO NOTHING",
+                (scope, key, args_hash, now),
+            ).rowcount
+            if won == 1:
+                return Claim(ClaimStatus.CLAIMED, args_hash)
+            row = self._db.execute(
+                "SELECT status, args_hash, outcome FROM claims WHERE scope=? AND key=?", (scope, key)
+            ).fetchone()
         except sqlite3.Error as exc:
             raise StoreUnavailable(str(exc)) from exc
+        if row is None:  # released between our INSERT and SELECT: the caller's wait loop retries
+            return Claim(ClaimStatus.RUNNING, args_hash)
         return _claim_from_row(row)
 
     async def get_claim(self, scope: str, key: str) -> Claim | None:

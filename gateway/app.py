@@ -19,15 +19,17 @@ from gateway.pipeline import Pipeline
 from gateway.policy import caller_view
 from gateway.store import open_store
 from gateway.tools import ToolDescriptor, ToolRegistry
+from gateway.workers import worker_audit_path
 
 log = structlog.get_logger("toolgate.app")
 
 
 class GatewayApp:
-    def __init__(self, config: Config, *, engine: PolicyEngine | None = None) -> None:
+    def __init__(self, config: Config, *, engine: PolicyEngine | None = None, worker: int | None = None) -> None:
         self.config = config
         config.data_path.mkdir(parents=True, exist_ok=True)
-        self.audit = AuditLog(config.audit_path, fsync=config.audit.fsync, gateway_id=config.gateway_id)
+        audit_path = config.audit_path if worker is None else worker_audit_path(config.audit_path, worker)
+        self.audit = AuditLog(audit_path, fsync=config.audit.fsync, gateway_id=config.gateway_id)
         self.authenticator = Authenticator(config.identities)
         self.tools = ToolRegistry(config.tools)
         self.engine = engine or build_engine(config)

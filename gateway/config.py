@@ -219,6 +219,8 @@ class Config(_Strict):
     """Upstream MCP servers fronted as executors."""
     observability: dict[str, Any] = Field(default_factory=dict)
     """Metrics and tracing settings."""
+    workers: int = Field(default=1, ge=1, le=64)
+    """Gateway processes sharing the listen port (see gateway.workers); 1 = this process only."""
     base_dir: str = Field(default=".", exclude=True)
     """Folder of the config file; relative paths resolve against it (set by the loader)."""
 
@@ -228,6 +230,15 @@ class Config(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"tool names must be unique, repeated: {', '.join(dupes)}")
+        if self.workers > 1:
+            capped = [t.name for t in self.tools if t.max_concurrency]
+            if capped:
+                raise ValueError(
+                    f"workers: {self.workers} cannot enforce max_concurrency (a per-process cap) of tools "
+                    f"{', '.join(capped)}; remove the caps or run one worker"
+                )
+            if self.observability.get("metrics_port") is not None:
+                raise ValueError(f"workers: {self.workers} cannot share one metrics_port; run one worker for metrics")
         return self
 
     def resolve(self, path: str) -> Path:

@@ -67,9 +67,10 @@ def _bind(server: grpc.aio.Server, config: Config, address: str) -> int:
     return port
 
 
-async def serve(config: Config, address: str | None = None, *, ready=None) -> None:
-    """Run until SIGINT/SIGTERM; SIGHUP reloads the policy."""
-    server, port, app = await create_server(config, address)
+async def serve(config: Config, address: str | None = None, *, ready=None, worker: int | None = None) -> None:
+    """Run until SIGINT/SIGTERM; SIGHUP reloads the policy. ``worker``: see gateway.workers."""
+    app = GatewayApp(config, worker=worker)
+    server, port, app = await create_server(config, address, app=app)
     host = (address or config.listen).rsplit(":", 1)[0]
     if ready is not None:
         ready(f"{host}:{port}")

@@ -17,7 +17,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "serve",
         help="run the gateway",
         description="Start the gateway with a config file. Prints 'toolgate listening on HOST:PORT' "
-        "once it accepts calls. SIGHUP reloads the policy (a broken policy keeps the old one).",
+        "once it accepts calls. SIGHUP reloads the policy (a broken policy keeps the old one). "
+        "With 'workers: N' in the config, N gateway processes share the port (see docs/deployment.md).",
     )
     p.add_argument("--config", required=True, help="the gateway's YAML config file")
     p.add_argument("--host", default=None, help="address to bind (default: the config's listen host)")
@@ -39,12 +40,16 @@ def run(ns: argparse.Namespace) -> int:
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
     )
     from gateway.server import serve
+    from gateway.workers import supervise, worker_audit_path
 
     def ready(addr: str) -> None:
         print(f"toolgate listening on {addr}", flush=True)
-        print(f"data dir: {config.data_path}  audit log: {config.audit_path}", flush=True)
+        audit = config.audit_path if config.workers == 1 else worker_audit_path(config.audit_path, "*")
+        print(f"data dir: {config.data_path}  audit log: {audit}  workers: {config.workers}", flush=True)
 
     try:
+        if config.workers > 1:
+            return supervise(config, address, ready=ready)
         asyncio.run(serve(config, address, ready=ready))
     except Exception as exc:  # start-up failures: bad policy, port taken, store unreachable
         print(f"toolgate: cannot start: {exc}", file=sys.stderr)

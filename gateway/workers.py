@@ -1,0 +1,191 @@
+"""Several worker processes behind one port (``workers: N``), to use more than one core.
+
+One Python process serves at most one core's worth of calls (the GIL). With ``workers: N``
+``toolgate serve`` becomes a supervisor: it prepares the data dir once (store schema, grant
+key), reserves the port, and starts N worker processes that each run a whole gateway bound
+to that port with ``SO_REUSEPORT``. The kernel spreads *connections* over the workers, so a
+client needs several connections (channels) to use several workers.
+
+What the workers share and what each keeps:
+
+- shared through the store: idempotency and grant claims (at-most-once holds across workers
+  exactly as across replicas), rate-limit buckets, approvals and votes;
+- per worker: the audit log (each worker appends its own hash chain to
+  ``<audit stem>.w<i><suffix>``; ``toolgate audit verify`` checks each file), waiters on a
+  running claim (other workers poll the store), and ``Approvals.Watch`` events (a stream sees
+  the events of its own worker; re-watch with ``include_current`` to catch up, as across
+  replicas);
+- refused at load: a tool's ``max_concurrency`` (a per-process cap: N workers would admit N
+  times as many) and a metrics port (N endpoints cannot share one).
+
+Signals: SIGTERM and SIGINT stop every worker; SIGHUP is forwarded (each reloads its policy).
+A worker that exits on its own takes the others down and ``serve`` exits 1: restarting is the
+process supervisor's job (systemd, Kubernetes), which then sees one failed unit, not a
+half-alive one. Linux only (``SO_REUSEPORT`` load balancing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from gateway.config import Config
+
+START_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 10.0
+
+
+def worker_audit_path(audit_path: Path, worker: int | str) -> Path:
+    """``audit.jsonl`` -> ``audit.w0.jsonl``: one hash chain per worker."""
+    return audit_path.with_name(f"{audit_path.stem}.w{worker}{audit_path.suffix}")
+
+
+def reserve_port(address: str) -> tuple[socket.socket, str]:
+    """Bind (not listen) a ``SO_REUSEPORT`` socket on ``address``; port 0 picks a free one.
+
+    Held open while the workers run, so no other program can take the port between their
+    binds; only the workers' sockets listen, so only they receive connections.
+    """
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, int(port)))
+    except OSError:
+        sock.close()
+        raise
+    bound = sock.getsockname()[1]
+    return sock, f"[{host}]:{bound}" if family == socket.AF_INET6 else f"{host}:{bound}"
+
+
+async def prepare(config: Config) -> None:
+    """What must exist before workers start, made once: data dir, store schema, grant key."""
+    from gateway.store import open_store
+
+    config.data_path.mkdir(parents=True, exist_ok=True)
+    store = open_store(config)
+    try:
+        from gateway.approvals.config import approvals_config
+        from gateway.approvals.keyring import load_grant_keys
+
+        load_grant_keys(approvals_config(config), config.data_path, config.gateway_id)
+    finally:
+        await store.close()
+
+
+def supervise(config: Config, address: str, *, ready: Callable[[str], None] | None = None) -> int:
+    """Run ``config.workers`` workers on ``address`` until a signal; the exit code for ``serve``."""
+    asyncio.run(prepare(config))
+    holder, address = reserve_port(address)
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: gRPC must not cross a fork
+    procs, links = [], []
+    stopping = False
+
+    def stop(signum: int, _frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    def forward_hup(signum: int, _frame: Any) -> None:
+        for p in procs:
+            if p.is_alive():
+                _kill(p.pid, signal.SIGHUP)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, forward_hup)
+    try:
+        for i in range(config.workers):
+            parent_end, child_end = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_worker_main, args=(config, address, i, child_end), name=f"toolgate-worker-{i}")
+            proc.start()
+            child_end.close()
+            procs.append(proc)
+            links.append(parent_end)
+        failure = _await_ready(procs, links)
+        if failure:
+            _stop_all(procs)
+            raise RuntimeError(failure)
+        if ready is not None:
+            ready(address)
+        while not stopping:
+            multiprocessing.connection.wait([p.sentinel for p in procs], timeout=0.5)
+            if not stopping and any(not p.is_alive() for p in procs):
+                dead = [p for p in procs if not p.is_alive()]
+                _stop_all(procs)
+                print(f"toolgate: worker {dead[0].name} exited with code {dead[0].exitcode}; stopping", flush=True)
+                return 1
+        _stop_all(procs)
+        return 0
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        holder.close()
+
+
+def _await_ready(procs: list[Any], links: list[Any]) -> str:
+    """Wait for every worker's 'ready' (or its error); '' when all are serving."""
+    pending = dict(zip(links, procs))
+    end = time.monotonic() + START_TIMEOUT_SECONDS
+    while pending:
+        left = end - time.monotonic()
+        if left <= 0:
+            return f"{len(pending)} worker(s) did not start in {START_TIMEOUT_SECONDS:g} s"
+        for link in multiprocessing.connection.wait([*pending, *(p.sentinel for p in pending.values())], timeout=left):
+            if link in pending:
+                try:
+                    kind, detail = link.recv()
+                except EOFError:
+                    return f"{pending[link].name} exited during start-up"
+                if kind != "ready":
+                    return f"{pending[link].name}: {detail}"
+                del pending[link]
+            elif any(p.sentinel == link for p in pending.values()):
+                name = next(p.name for p in pending.values() if p.sentinel == link)
+                return f"{name} exited during start-up"
+    return ""
+
+
+def _stop_all(procs: list[Any]) -> None:
+    for p in procs:
+        if p.is_alive():
+            _kill(p.pid, signal.SIGTERM)
+    for p in procs:
+        p.join(STOP_TIMEOUT_SECONDS)
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def _kill(pid: int | None, sig: int) -> None:
+    if pid is not None:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _worker_main(config: Config, address: str, worker: int, link: Any) -> None:
+    """A worker: a whole gateway on the shared port, its own audit chain."""
+    from gateway.server import serve
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor turns Ctrl-C into SIGTERM
+
+    def ready(_addr: str) -> None:
+        link.send(("ready", ""))
+
+    try:
+        asyncio.run(serve(config, address, ready=ready, worker=worker))
+    except Exception as exc:
+        try:
+            link.send(("error", f"cannot start: {exc}"))
+        except OSError:
+            pass
+        raise SystemExit(2) from exc

@@ -13,11 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import load, micro, report
+from bench import grants, load, micro, paced, report
 from bench.procs import OPAProcess, ServerProcess, opa_binary, opa_engine_available
 from bench.scenarios import REPO, SCENARIOS, gateway_config
 
 CONCURRENCY = (1, 32, 256)
+OPEN_LOOP_CALLERS = 32
 _T0 = time.monotonic()
 
 
@@ -32,6 +33,8 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "latest.json"), help="JSON results file")
     parser.add_argument("--profile", action="store_true",
                         help="only profile the allow path at concurrency 32 (pyinstrument) into bench/results/")
+    parser.add_argument("--open-loop-fraction", type=float, default=0.5,
+                        help="open-loop send rate as a fraction of allow's closed-loop throughput at 32 callers")
     return parser.parse_args()
 
 
@@ -58,18 +61,46 @@ class Servers:
             proc.stop()
 
 
-async def _scenario_rounds(servers: dict[str, ServerProcess], rounds: int, seconds: float, warmup: float) -> dict[str, Any]:
-    names = [n for n, s in SCENARIOS.items() if s.server in servers]
+async def _rounds(servers: Servers, procs: dict[str, ServerProcess], rounds: int, seconds: float, warmup: float,
+                  fraction: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each round: every closed-loop scenario at each concurrency, then the open-loop pair."""
+    names = [n for n, s in SCENARIOS.items() if s.server in procs]
     runs: dict[str, dict[str, list[dict[str, float]]]] = {n: {str(c): [] for c in CONCURRENCY} for n in names}
+    paced_runs: dict[str, list[dict[str, float]]] = {"echo": [], "allow": []}
     for r in range(rounds):
         for c in CONCURRENCY:
             for name in names:
-                server = servers[SCENARIOS[name].server]
-                res = await load.closed_loop(server.address, SCENARIOS[name], c, seconds, warmup, server.cpu)
-                runs[name][str(c)].append(res.as_dict())
+                res, extra = await _closed_loop(servers, procs, runs, name, r, c, seconds, warmup)
+                runs[name][str(c)].append(res.as_dict() | extra)
                 progress(f"round {r + 1}/{rounds} c={c:<3} {name:<9} {res.throughput:8.0f}/s p50 {res.p50_ms:6.2f} ms "
                          f"p99 {res.p99_ms:6.2f} ms cpu {res.cpu_us_per_call:5.0f} us/call errors {res.errors}")
-    return runs
+        rate = fraction * runs["allow"][str(OPEN_LOOP_CALLERS)][-1]["throughput"]
+        for name, server in (("echo", procs["echo"]), ("allow", procs["embedded"])):
+            paced_res = await paced.open_loop(server.address, SCENARIOS[name], OPEN_LOOP_CALLERS, rate, seconds, warmup,
+                                              server.cpu)
+            paced_runs[name].append(paced_res.as_dict())
+            progress(f"round {r + 1}/{rounds} open loop {name:<5} {rate:5.0f}/s scheduled: p50 {paced_res.p50_ms:6.2f} ms "
+                     f"p99 {paced_res.p99_ms:6.2f} ms send lag p99 {paced_res.send_lag_p99_ms:5.2f} ms "
+                     f"errors {paced_res.errors}")
+    open_loop = {
+        "callers": OPEN_LOOP_CALLERS, "rate_fraction_of_allow_capacity": fraction,
+        "rate_per_s_by_round": [r["rate_per_s"] for r in paced_runs["allow"]],
+        "seconds": seconds, "warmup": warmup, "rounds": rounds,
+        "derived": report.derive_open_loop(paced_runs), "runs": paced_runs,
+    }
+    return runs, open_loop
+
+
+async def _closed_loop(servers: Servers, procs: dict[str, ServerProcess], runs: dict[str, Any], name: str, r: int,
+                       c: int, seconds: float, warmup: float) -> tuple[load.RunResult, dict[str, Any]]:
+    if name != "grant":
+        server = procs[SCENARIOS[name].server]
+        return await load.closed_loop(server.address, SCENARIOS[name], c, seconds, warmup, server.cpu), {}
+    supply = grants.supply_for(runs, c, seconds, warmup)  # on its own fresh gateway, see bench.grants
+    res, extra = await grants.run(lambda: servers.gateway(f"grant-{r}-{c}"), c, seconds, warmup, supply)
+    progress(f"grant: {extra['grants_made']} grants made in {extra['mint_seconds']:.1f} s before the run, "
+             f"{extra['grants_unused']} left unused")
+    return res, extra
 
 
 async def _memory(servers: Servers, calls: int) -> dict[str, Any]:
@@ -102,8 +133,6 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         progress("micro-figures (in-process)")
         micro_figures = micro.measure(2000 if quick else 10000)
-        if micro_figures.get("grant_verify_us") is None:
-            not_measured["grant verify + consume"] = "grant scenario not wired to gateway.approvals yet"
         progress("starting echo and embedded gateway servers")
         procs = {"echo": servers.echo(), "embedded": servers.gateway("embedded")}
         binary = opa_binary()
@@ -114,7 +143,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         else:
             opa = servers._keep(OPAProcess(binary, workdir / "opa").start())
             procs["opa"] = servers.gateway("opa", engine="opa", opa_url=opa.url)
-        runs = await _scenario_rounds(procs, rounds, seconds, warmup)
+        runs, open_loop = await _rounds(servers, procs, rounds, seconds, warmup, args.open_loop_fraction)
         progress("head-of-line: 1,000 calls sleeping 1 s and a fast call")
         hol = await load.head_of_line(procs["embedded"].address)
         progress(f"head-of-line: fast p50 idle {hol['idle_p50_ms']:.2f} ms, during {hol['during_p50_ms']:.2f} ms")
@@ -129,10 +158,10 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     results = {
         "quick": quick, "rounds": rounds, "seconds": seconds, "warmup": warmup, "concurrency": list(CONCURRENCY),
         "host": {"python": platform.python_version(), "machine": platform.machine(), "cpus": _cpus()},
-        "derived": derived, "micro": micro_figures, "head_of_line": hol, "memory": memory,
+        "derived": derived, "open_loop": open_loop, "micro": micro_figures, "head_of_line": hol, "memory": memory,
         "not_measured": not_measured, "runs": runs,
     }
-    results["budgets"] = report.budgets(derived, micro_figures, hol, memory, None)
+    results["budgets"] = report.budgets(derived, micro_figures, hol, memory, open_loop)
     return results
 
 

@@ -3,6 +3,9 @@
 The client runs in the parent process on one grpc.aio channel; ``concurrency`` workers each
 send the next call as soon as the previous one returns, for a fixed time after a warm-up.
 Latency is measured around each call; the server's CPU is read from /proc over the window.
+A call counts as an error on a transport error, another code than expected, or a replayed
+answer (every request is new, so a replay means the harness or the gateway got it wrong).
+The open-loop (paced) measurement is in ``bench.paced``.
 """
 
 from __future__ import annotations
@@ -41,9 +44,17 @@ class RunResult:
         return asdict(self)
 
 
+def accepted(resp: pb.ToolCallResponse, scenario: Scenario) -> bool:
+    return resp.code == scenario.expect and not resp.replayed
+
+
 async def closed_loop(
-    address: str, scenario: Scenario, concurrency: int, seconds: float, warmup: float, cpu: Callable[[], float]
+    address: str, scenario: Scenario, concurrency: int, seconds: float, warmup: float, cpu: Callable[[], float],
+    supply: Callable[[], pb.ToolCallRequest | None] | None = None,
 ) -> RunResult:
+    """``supply`` gives each next request (default: ``request(scenario)``); when it returns
+    None the run ends early and throughput is over the time up to the last answer."""
+    next_request = supply or (lambda: request(scenario))
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.ToolGatewayStub(channel)
         loop = time.perf_counter
@@ -55,10 +66,10 @@ async def closed_loop(
 
         async def worker() -> None:
             nonlocal done_after_warm, errors
-            while (t0 := loop()) < t_end:
+            while (t0 := loop()) < t_end and (req := next_request()) is not None:
                 try:
-                    resp = await stub.ExecuteTool(request(scenario), metadata=METADATA, timeout=30)
-                    ok = resp.code == scenario.expect
+                    resp = await stub.ExecuteTool(req, metadata=METADATA, timeout=30)
+                    ok = accepted(resp, scenario)
                 except grpc.RpcError:
                     ok = False
                 t1 = loop()
@@ -100,7 +111,7 @@ async def counted(address: str, scenario: Scenario, calls: int, concurrency: int
                 remaining -= 1
                 try:
                     resp = await stub.ExecuteTool(request(scenario), metadata=METADATA, timeout=30)
-                    errors += resp.code != scenario.expect
+                    errors += not accepted(resp, scenario)
                 except grpc.RpcError:
                     errors += 1
 
@@ -115,7 +126,7 @@ async def _sequential_latencies(stub: pb_grpc.ToolGatewayStub, scenario: Scenari
         t0 = time.perf_counter()
         resp = await stub.ExecuteTool(request(scenario), metadata=METADATA, timeout=30)
         latencies.append(time.perf_counter() - t0)
-        errors += resp.code != scenario.expect
+        errors += not accepted(resp, scenario)
     return latencies, errors
 
 

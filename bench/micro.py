@@ -4,12 +4,15 @@
   built by the gateway's own ``build_input``), and the input building alone;
 - strict parse + JSON Schema validation; the RFC 8785 args hash;
 - one audit record, and one call's worth (8 records + flush);
-- grant verification when ``gateway.approvals`` exists (else reported as not measured).
+- verifying a presented grant: ``tokens.verify`` exactly as the approval gate calls it for a
+  grant signed by the gateway's grant key (header + Ed25519 signature, strict claims, time,
+  binding to audience, approval, tool, tenant, run, agent and args hash), without the store
+  lookup of the approval record and without the consume (the jti claim); and the signature
+  check alone, which the gate also runs once before that lookup.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
 import tempfile
 import time
@@ -80,12 +83,41 @@ def measure(ops: int) -> dict[str, Any]:
         out["audit_record_us"] = _per_op_us(lambda: audit.record("policy", decision_id=ctx.decision_id, code="ok", **fields), ops)
         out["audit_call_us"] = _per_op_us(one_call, max(ops // 8, 50))
         audit.close()
-    out["grant_verify_us"] = _grant_verify(ops)
+    out.update(_grant_verify(ctx, ops))
     return out
 
 
-def _grant_verify(ops: int) -> float | None:
-    """Not measured yet: ``gateway.approvals`` landed while issue F was in progress."""
-    if importlib.util.find_spec("gateway.approvals") is None:
-        return None
-    return None  # TODO(issue F): wire in once the approvals module exposes grant verification
+def _grant_verify(ctx: Any, ops: int) -> dict[str, float]:
+    """A grant as ``ApprovalService`` signs it, verified as ``ApprovalGate`` verifies it."""
+    from gateway.approvals import tokens
+    from gateway.approvals.config import ApprovalsConfig
+    from gateway.approvals.keyring import load_grant_keys
+
+    settings = ApprovalsConfig()
+    gateway_id, ident = "toolgate-bench", ctx.identity
+    with tempfile.TemporaryDirectory() as tmp:
+        keys = load_grant_keys(settings, Path(tmp), gateway_id)  # generates the grant key file
+    now = int(time.time())
+    claims = {
+        "iss": gateway_id, "sub": str(uuid.uuid4()), "aud": gateway_id, "tool": ctx.tool.name,
+        "args_hash": ctx.args_hash, "tenant": ident.tenant, "run_id": ctx.call.run_id, "agent": ident.agent,
+        "iat": now, "nbf": now, "exp": now + settings.grant_ttl_seconds, "jti": str(uuid.uuid4()),
+        "approvers": ["bench-ops"], "groups": ["ops"],
+    }
+    grant = tokens.sign(claims, keys.signer, tokens.TYP_GRANT)
+    expected = tokens.Expected(
+        audience=gateway_id, approval_id=claims["sub"], tool=ctx.tool.name, tenant=ident.tenant,
+        run_id=ctx.call.run_id, args_hash=ctx.args_hash, agent=ident.agent,
+    )
+    limits = tokens.Limits(settings.clock_skew_seconds, settings.grant_ttl_seconds)
+
+    def verify() -> tokens.Verified:
+        return tokens.verify(grant, typ=tokens.TYP_GRANT, keyring=keys.keyring, expected=expected,
+                             now=int(time.time()), limits=limits)
+
+    assert verify().jti == claims["jti"]
+    return {
+        "grant_verify_us": _per_op_us(verify, ops),
+        "grant_signature_check_us": _per_op_us(
+            lambda: tokens.verify_signature(grant, typ=tokens.TYP_GRANT, keyring=keys.keyring), ops),
+    }

@@ -6,7 +6,7 @@ import math
 import statistics
 from typing import Any
 
-GATEWAY_SCENARIOS = ("allow", "deny", "invalid", "opa_allow")
+GATEWAY_SCENARIOS = ("allow", "deny", "invalid", "opa_allow", "grant")
 
 
 def _median(values: list[float]) -> float:
@@ -23,6 +23,7 @@ def derive(runs: dict[str, dict[str, list[dict[str, float]]]]) -> dict[str, dict
             base = runs["echo"][c]
             pairs = list(zip(rounds, base))
             row = {k: _median([r[k] for r in rounds]) for k in rounds[0]}
+            row["errors"] = sum(r["errors"] for r in rounds)  # every failed call of every round
             row["throughput_ratio"] = _median([r["throughput"] / b["throughput"] for r, b in pairs])
             row["added_p50_ms"] = _median([r["p50_ms"] - b["p50_ms"] for r, b in pairs])
             row["added_p99_ms"] = _median([r["p99_ms"] - b["p99_ms"] for r, b in pairs])
@@ -31,16 +32,37 @@ def derive(runs: dict[str, dict[str, list[dict[str, float]]]]) -> dict[str, dict
     return out
 
 
+def derive_open_loop(runs: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Medians over rounds of the paced runs; ``added_*`` against echo in the same round."""
+    out = {}
+    for name, rounds in runs.items():
+        pairs = list(zip(rounds, runs["echo"]))
+        row = {k: _median([r[k] for r in rounds]) for k in rounds[0]}
+        row["errors"] = sum(r["errors"] for r in rounds)
+        row["added_p50_ms"] = _median([r["p50_ms"] - b["p50_ms"] for r, b in pairs])
+        row["added_p99_ms"] = _median([r["p99_ms"] - b["p99_ms"] for r, b in pairs])
+        out[name] = row
+    return out
+
+
 def budgets(derived: dict[str, Any], micro: dict[str, Any], hol: dict[str, Any] | None,
-            memory: dict[str, Any] | None, opa_runs: dict[str, list[dict[str, float]]] | None) -> list[dict[str, Any]]:
-    """Each budget of DESIGN.md with its measured value and PASS / FAIL / NOT MEASURED."""
+            memory: dict[str, Any] | None, open_loop: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Each budget of DESIGN.md with its measured value and PASS / FAIL / NOT MEASURED.
+
+    The added-latency budget at 32 callers is reported twice: closed loop (saturation, where
+    latency ≈ callers / throughput, see bench/README.md) and open loop (paced at a fixed
+    fraction of allow's capacity, the meaningful latency figure)."""
     allow32 = derived.get("allow", {}).get("32", {})
+    paced = (open_loop or {}).get("derived", {}).get("allow", {})
+    at = f"paced at {open_loop['rate_fraction_of_allow_capacity']:.0%} of allow capacity" if open_loop else "paced"
     rows = [
-        ("allow throughput / echo @32", allow32.get("throughput_ratio"), ">=", 0.40, "x"),
-        ("allow added p50 @32", allow32.get("added_p50_ms"), "<=", 1.0, "ms"),
-        ("allow added p99 @32", allow32.get("added_p99_ms"), "<=", 5.0, "ms"),
+        ("allow throughput / echo @32 callers, closed loop", allow32.get("throughput_ratio"), ">=", 0.40, "x"),
+        ("allow added p50 @32 callers, closed loop (saturation)", allow32.get("added_p50_ms"), "<=", 1.0, "ms"),
+        ("allow added p99 @32 callers, closed loop (saturation)", allow32.get("added_p99_ms"), "<=", 5.0, "ms"),
+        (f"allow added p50 @32 callers, open loop ({at})", paced.get("added_p50_ms"), "<=", 1.0, "ms"),
+        (f"allow added p99 @32 callers, open loop ({at})", paced.get("added_p99_ms"), "<=", 5.0, "ms"),
         ("embedded decision p50", micro.get("policy_decision_us"), "<=", 50.0, "us"),
-        ("OPA added p50 over embedded @1", _opa_added(derived, opa_runs), "<=", 0.5, "ms"),
+        ("OPA added p50 over embedded @1", _opa_added(derived), "<=", 0.5, "ms"),
         ("fast call during 1000 slow / idle p50", hol.get("ratio_p50") if hol else None, "<=", 2.0, "x"),
         ("RSS after N calls / after 1k", memory.get("rss_ratio") if memory else None, "<=", 1.25, "x"),
         ("RSS growth, 2nd half of N calls", memory.get("second_half_growth_mb") if memory else None, "<=",
@@ -56,7 +78,7 @@ def budgets(derived: dict[str, Any], micro: dict[str, Any], hol: dict[str, Any] 
     return result
 
 
-def _opa_added(derived: dict[str, Any], opa_runs: Any) -> float | None:
+def _opa_added(derived: dict[str, Any]) -> float | None:
     if "opa_allow" not in derived:
         return None
     return derived["opa_allow"]["1"]["p50_ms"] - derived["allow"]["1"]["p50_ms"]
@@ -74,7 +96,11 @@ def table(results: dict[str, Any]) -> str:
         f"rounds={results['rounds']}  seconds/run={results['seconds']}  quick={results['quick']}  "
         f"(medians over rounds; ratios and 'added' against echo in the same round)",
         "",
-        "| scenario | conc | calls/s | x echo | p50 ms | p99 ms | added p50 | added p99 | server CPU us/call | x echo CPU | errors |",
+        "closed loop: each caller sends its next call as soon as the previous one answers "
+        "(throughput at saturation; latency there is mostly queueing)",
+        "",
+        "| scenario | conc | calls/s | x echo | p50 ms | p99 ms | added p50 | added p99 | server CPU us/call | x echo CPU | "
+        "errors (all rounds) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, by_c in results["derived"].items():
@@ -86,6 +112,8 @@ def table(results: dict[str, Any]) -> str:
             )
     for name, why in results.get("not_measured", {}).items():
         lines.append(f"| {name} | - | not measured: {why} | | | | | | | | |")
+    lines += _grant_note(results["derived"].get("grant"), results["runs"].get("grant"))
+    lines += _open_loop_table(results.get("open_loop"))
     lines += ["", "| micro-figure (p50 per op) | us |", "|---|---:|"]
     for name, value in results["micro"].items():
         lines.append(f"| {name} | {_fmt(value) if value is not None else 'not measured'} |")
@@ -102,3 +130,37 @@ def table(results: dict[str, Any]) -> str:
     for b in results["budgets"]:
         lines.append(f"| {b['budget']} | {_fmt(b['value'])} {b['unit']} | {b['op']} {_fmt(b['limit'])} {b['unit']} | {b['verdict']} |")
     return "\n".join(lines)
+
+
+def _grant_note(grant: dict[str, dict[str, float]] | None, runs: dict[str, list[dict[str, float]]] | None) -> list[str]:
+    if not grant or not runs:
+        return []
+    made = ", ".join(f"{_fmt(r.get('grants_made'), 0)} @{c}" for c, r in grant.items())
+    cut = sum(int(r.get("exhausted", 0)) for rounds in runs.values() for r in rounds)
+    total = sum(len(rounds) for rounds in runs.values())
+    return ["", f"grant: each call presents its own grant, made before the run through the Approvals service "
+            f"(median grants made per run: {made}); none is presented twice and a replayed answer counts as an "
+            f"error; runs that used up their grants before the window ended: {cut}/{total}"]
+
+
+def _open_loop_table(ol: dict[str, Any] | None) -> list[str]:
+    if not ol:
+        return []
+    lines = [
+        "", f"open loop: {ol['callers']} callers share a fixed schedule of sends at "
+        f"{ol['rate_fraction_of_allow_capacity']:.0%} of allow's closed-loop throughput at {ol['callers']} callers in "
+        f"the same round; latency from the scheduled send time (a call that waits for a free caller counts its wait); "
+        f"{ol['seconds']:g} s per run, medians over {ol['rounds']} rounds, 'added' against echo at the same rate",
+        "",
+        "| scenario | scheduled/s | answered/s | p50 ms | p99 ms | added p50 | added p99 | service p50 ms | "
+        "service p99 ms | send lag p99 ms | server CPU us/call | errors (all rounds) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in ol["derived"].items():
+        lines.append(
+            f"| {name} | {_fmt(r['rate_per_s'], 0)} | {_fmt(r['answered_per_s'], 0)} | {_fmt(r['p50_ms'])} | "
+            f"{_fmt(r['p99_ms'])} | {_fmt(r['added_p50_ms'])} | {_fmt(r['added_p99_ms'])} | {_fmt(r['service_p50_ms'])} | "
+            f"{_fmt(r['service_p99_ms'])} | {_fmt(r['send_lag_p99_ms'])} | {_fmt(r['cpu_us_per_call'], 0)} | "
+            f"{int(r['errors'])} |"
+        )
+    return lines

@@ -85,7 +85,7 @@ class ApprovalGate:
             rec = await self._record(ctx, signed.claims["sub"])
         if not rec.grant_jti or signed.jti != rec.grant_jti:
             raise _Fail("the grant is not the one issued for this approval")
-        return rec, self._verify_bound(ctx, rec, token)
+        return rec, self._verify_bound(ctx, rec, signed)
 
     async def _record(self, ctx: CallContext, approval_id: str) -> ApprovalRecord:
         rec = await self.service.store.get_approval(approval_id)
@@ -103,7 +103,7 @@ class ApprovalGate:
             raise _Fail("approval expired", Code.APPROVAL_EXPIRED, (f"approval {rec.approval_id} has expired",))
         return rec
 
-    def _verify_bound(self, ctx: CallContext, rec: ApprovalRecord, token: str) -> tokens.Verified:
+    def _verify_bound(self, ctx: CallContext, rec: ApprovalRecord, signed: tokens.Verified) -> tokens.Verified:
         svc, ident = self.service, ctx.identity
         expected = tokens.Expected(
             audience=svc.gateway_id, approval_id=rec.approval_id, tool=ctx.tool.name, tenant=ident.tenant,
@@ -111,8 +111,8 @@ class ApprovalGate:
         )
         limits = tokens.Limits(svc.settings.clock_skew_seconds, svc.settings.grant_ttl_seconds)
         try:
-            verified = tokens.verify(token, typ=tokens.TYP_GRANT, keyring=svc.grant_keys.keyring,
-                                     expected=expected, now=int(svc.clock()), limits=limits)
+            verified = tokens.check_claims(signed, typ=tokens.TYP_GRANT, keyring=svc.grant_keys.keyring,
+                                           expected=expected, now=int(svc.clock()), limits=limits)
         except tokens.TokenRejected as exc:
             if exc.code is Code.APPROVAL_ARGS_MISMATCH:
                 raise _Fail(exc.reason, exc.code, ("the arguments differ from the approved arguments",)) from None

@@ -92,7 +92,17 @@ def sign(claims: dict[str, Any], key: SigningKey, typ: str) -> str:
 
 def verify(token: str, *, typ: str, keyring: Keyring, expected: Expected, now: int, limits: Limits) -> Verified:
     """Verify signature, then claims, in DESIGN.md's order; raise TokenRejected."""
-    verified = verify_signature(token, typ=typ, keyring=keyring)
+    return check_claims(verify_signature(token, typ=typ, keyring=keyring), typ=typ, keyring=keyring,
+                        expected=expected, now=now, limits=limits)
+
+
+def check_claims(verified: Verified, *, typ: str, keyring: Keyring, expected: Expected, now: int,
+                 limits: Limits) -> Verified:
+    """The claim checks of ``verify`` on a token ``verify_signature`` already accepted.
+
+    For a caller that needed the signed claims first (the gate looks up the approval a grant
+    names before it knows what to expect) and must not pay for the signature twice.
+    """
     c = verified.claims
     _check_time(c, now, limits)
     _check_binding(c, expected, typ)

@@ -147,9 +147,12 @@ class SQLiteStore:
         return None if row is None else _load(row[0])
 
     async def list_approvals(self, *, tenant: str = "", status: str = "", limit: int = 500) -> list[ApprovalRecord]:
+        # Only the filters given go into the WHERE clause: "(?='' OR tenant=?)" would keep SQLite
+        # from using the (tenant, status, created_at) index and scan every approval.
+        where = [(c, v) for c, v in (("tenant", tenant), ("status", str(status))) if v]
+        sql = "SELECT record FROM approvals" + (" WHERE " + " AND ".join(f"{c}=?" for c, _ in where) if where else "")
         rows = self._run(lambda: self._db.execute(
-            "SELECT record FROM approvals WHERE (?='' OR tenant=?) AND (?='' OR status=?) "
-            "ORDER BY created_at DESC LIMIT ?", (tenant, tenant, status, status, limit)).fetchall())
+            sql + " ORDER BY created_at DESC LIMIT ?", (*(v for _, v in where), limit)).fetchall())
         return [_load(r[0]) for r in rows]
 
     async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:

@@ -33,6 +33,10 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "latest.json"), help="JSON results file")
     parser.add_argument("--profile", action="store_true",
                         help="only profile the allow path at concurrency 32 (pyinstrument) into bench/results/")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="server processes for echo and the gateway alike (default: 2 on 2+ CPUs, else 1)")
+    parser.add_argument("--channels", type=int, default=0,
+                        help="client connections per load run (default: 1 for one worker, 8 per worker otherwise)")
     parser.add_argument("--open-loop-fraction", type=float, default=0.5,
                         help="open-loop send rate as a fraction of allow's closed-loop throughput at 32 callers")
     return parser.parse_args()
@@ -41,16 +45,18 @@ def _parse() -> argparse.Namespace:
 class Servers:
     """The server children of one run; all stopped on exit."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, workers: int = 1) -> None:
         self.workdir = workdir
+        self.workers = workers
         self.started: list[Any] = []
 
-    def gateway(self, name: str, **config: Any) -> ServerProcess:
+    def gateway(self, name: str, *, workers: int = 0, **config: Any) -> ServerProcess:
         data = self.workdir / name
-        return self._keep(ServerProcess("gateway", data, config=gateway_config(data / "data", **config)).start())
+        proc = ServerProcess("gateway", data, config=gateway_config(data / "data", **config), workers=workers or self.workers)
+        return self._keep(proc.start())
 
     def echo(self) -> ServerProcess:
-        return self._keep(ServerProcess("echo", self.workdir / "echo").start())
+        return self._keep(ServerProcess("echo", self.workdir / "echo", workers=self.workers).start())
 
     def _keep(self, proc: Any) -> Any:
         self.started.append(proc)
@@ -104,7 +110,7 @@ async def _closed_loop(servers: Servers, procs: dict[str, ServerProcess], runs: 
 
 
 async def _memory(servers: Servers, calls: int) -> dict[str, Any]:
-    gw = servers.gateway("memory")
+    gw = servers.gateway("memory", workers=1)
     allow = SCENARIOS["allow"]
     errors = await load.counted(gw.address, allow, 1000)
     rss_1k = gw.rss()
@@ -128,7 +134,10 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     rounds = args.rounds or (3 if quick else 5)
     seconds, warmup = (1.0, 0.3) if quick else (3.0, 0.5)
     workdir = Path(tempfile.mkdtemp(prefix="toolgate-bench-"))
-    servers = Servers(workdir)
+    workers = args.workers or (2 if _cpus() >= 2 else 1)
+    load.CHANNELS = args.channels or (1 if workers == 1 else 8 * workers)
+    servers = Servers(workdir, workers)
+    progress(f"layout: {workers} server process(es) for echo and gateway alike, {load.CHANNELS} client connection(s)")
     not_measured: dict[str, str] = {}
     try:
         progress("micro-figures (in-process)")
@@ -144,11 +153,12 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
             opa = servers._keep(OPAProcess(binary, workdir / "opa").start())
             procs["opa"] = servers.gateway("opa", engine="opa", opa_url=opa.url)
         runs, open_loop = await _rounds(servers, procs, rounds, seconds, warmup, args.open_loop_fraction)
-        progress("head-of-line: 1,000 calls sleeping 1 s and a fast call")
-        hol = await load.head_of_line(procs["embedded"].address)
-        progress(f"head-of-line: fast p50 idle {hol['idle_p50_ms']:.2f} ms, during {hol['during_p50_ms']:.2f} ms")
         for name in list(procs):
             procs.pop(name).stop()
+        progress("head-of-line: 1,000 calls sleeping 1 s and a fast call, on one gateway process")
+        hol = await load.head_of_line(servers.gateway("head-of-line", workers=1).address)
+        progress(f"head-of-line: fast p50 idle {hol['idle_p50_ms']:.2f} ms, during {hol['during_p50_ms']:.2f} ms")
+        servers.stop_all()
         memory = await _memory(servers, 20_000 if quick else 100_000)
         progress(f"memory: {memory['rss_1k_mb']:.1f} MB -> {memory['rss_n_mb']:.1f} MB after {memory['calls']:,} calls")
     finally:
@@ -157,6 +167,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     derived = report.derive(runs)
     results = {
         "quick": quick, "rounds": rounds, "seconds": seconds, "warmup": warmup, "concurrency": list(CONCURRENCY),
+        "workers": workers, "channels": load.CHANNELS,
         "host": {"python": platform.python_version(), "machine": platform.machine(), "cpus": _cpus()},
         "derived": derived, "open_loop": open_loop, "micro": micro_figures, "head_of_line": hol, "memory": memory,
         "not_measured": not_measured, "runs": runs,

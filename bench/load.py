@@ -11,10 +11,11 @@ The open-loop (paced) measurement is in ``bench.paced``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 import grpc
 
@@ -44,6 +45,26 @@ class RunResult:
         return asdict(self)
 
 
+CHANNELS = 1
+"""Connections per load run (``--channels``). The kernel spreads connections, not calls, over
+the processes of a ``--workers`` server, so N workers need several channels; echo and the
+gateway always get the same number."""
+
+
+@contextlib.asynccontextmanager
+async def stubs(address: str) -> AsyncIterator[list[pb_grpc.ToolGatewayStub]]:
+    """``CHANNELS`` stubs, each on its own connection (a local subchannel pool per channel)."""
+    def options(i: int) -> list[tuple[str, Any]]:  # a distinct arg too, so no two channels share a connection
+        return [("grpc.use_local_subchannel_pool", 1), ("toolgate.bench.channel", i)] if CHANNELS > 1 else []
+
+    channels = [grpc.aio.insecure_channel(address, options=options(i)) for i in range(CHANNELS)]
+    try:
+        yield [pb_grpc.ToolGatewayStub(c) for c in channels]
+    finally:
+        for c in channels:
+            await c.close()
+
+
 def accepted(resp: pb.ToolCallResponse, scenario: Scenario) -> bool:
     return resp.code == scenario.expect and not resp.replayed
 
@@ -55,8 +76,7 @@ async def closed_loop(
     """``supply`` gives each next request (default: ``request(scenario)``); when it returns
     None the run ends early and throughput is over the time up to the last answer."""
     next_request = supply or (lambda: request(scenario))
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = pb_grpc.ToolGatewayStub(channel)
+    async with stubs(address) as pool:
         loop = time.perf_counter
         start = loop()
         t_warm, t_end = start + warmup, start + warmup + seconds
@@ -64,7 +84,7 @@ async def closed_loop(
         done_after_warm = 0
         errors = 0
 
-        async def worker() -> None:
+        async def worker(stub: pb_grpc.ToolGatewayStub) -> None:
             nonlocal done_after_warm, errors
             while (t0 := loop()) < t_end and (req := next_request()) is not None:
                 try:
@@ -84,7 +104,7 @@ async def closed_loop(
             return cpu()
 
         marker = asyncio.create_task(cpu_mark())
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(worker(pool[i % len(pool)]) for i in range(concurrency)))
         cpu_end, t_done = cpu(), loop()
         cpu_start = await marker
     window = max(t_done - t_warm, 1e-9)

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import grpc
 
+from bench import load
 from bench.load import accepted, percentile
 from bench.scenarios import METADATA, Scenario, request
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
@@ -55,13 +56,13 @@ async def open_loop(
     lag: list[float] = []
     errors = answered = 0
     taken = 0
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = pb_grpc.ToolGatewayStub(channel)
-        await stub.ExecuteTool(request(scenario), metadata=METADATA, timeout=30)  # connect before the schedule
+    async with load.stubs(address) as pool:
+        for stub in pool:  # connect before the schedule
+            await stub.ExecuteTool(request(scenario), metadata=METADATA, timeout=30)
         start = clock() + 0.01
         t_warm = start + warmup
 
-        async def caller() -> None:
+        async def caller(stub: pb_grpc.ToolGatewayStub) -> None:
             nonlocal taken, errors, answered
             while taken < total:
                 due = start + taken / rate
@@ -87,7 +88,7 @@ async def open_loop(
             return cpu()
 
         marker = asyncio.create_task(cpu_mark())
-        await asyncio.gather(*(caller() for _ in range(callers)))
+        await asyncio.gather(*(caller(pool[i % len(pool)]) for i in range(callers)))
         cpu_end, t_done = cpu(), clock()
         cpu_start = await marker
     return PacedResult(

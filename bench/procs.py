@@ -19,8 +19,9 @@ from bench.scenarios import REPO
 class ServerProcess:
     """``python -m bench.server KIND`` in a child; ``address`` once started."""
 
-    def __init__(self, kind: str, workdir: Path, *, config: dict[str, Any] | None = None, profile: str = "") -> None:
-        self.kind, self.workdir, self.config, self.profile = kind, workdir, config, profile
+    def __init__(self, kind: str, workdir: Path, *, config: dict[str, Any] | None = None, profile: str = "",
+                 workers: int = 1) -> None:
+        self.kind, self.workdir, self.config, self.profile, self.workers = kind, workdir, config, profile, workers
         self.proc: subprocess.Popen[bytes] | None = None
         self.address = ""
 
@@ -35,6 +36,8 @@ class ServerProcess:
             argv += ["--config", str(config_file)]
         if self.profile:
             argv += ["--profile", self.profile]
+        if self.workers > 1:
+            argv += ["--workers", str(self.workers)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         env.pop("TOOLGATE_DATA_DIR", None)
         log = open(self.workdir / "server.log", "ab")
@@ -57,10 +60,12 @@ class ServerProcess:
         return self.proc.pid
 
     def cpu(self) -> float:
-        return procstat.cpu_seconds(self.pid)
+        """CPU seconds of the server and its workers (all threads)."""
+        return procstat.tree_cpu_seconds(self.pid) if self.workers > 1 else procstat.cpu_seconds(self.pid)
 
     def rss(self) -> int:
-        return procstat.rss_bytes(self.pid)
+        """Resident memory of the server and its workers."""
+        return procstat.tree_rss_bytes(self.pid) if self.workers > 1 else procstat.rss_bytes(self.pid)
 
     def stop(self, timeout: float = 60.0) -> None:
         if self.proc is None or self.proc.poll() is not None:

@@ -95,6 +95,8 @@ def table(results: dict[str, Any]) -> str:
     lines = [
         f"rounds={results['rounds']}  seconds/run={results['seconds']}  quick={results['quick']}  "
         f"(medians over rounds; ratios and 'added' against echo in the same round)",
+        f"layout: echo and gateway each as {results.get('workers', 1)} server process(es) on one port, "
+        f"client on {results.get('channels', 1)} connection(s); head-of-line and memory on one gateway process",
         "",
         "closed loop: each caller sends its next call as soon as the previous one answers "
         "(throughput at saturation; latency there is mostly queueing)",

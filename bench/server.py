@@ -1,9 +1,14 @@
-"""The server child process: ``python -m bench.server echo|gateway --port-file F [--config F] [--profile F]``.
+"""The server child process: ``python -m bench.server echo|gateway --port-file F [--config F]
+[--profile F] [--workers N]``.
 
 ``echo`` is a bare grpc.aio server of the same ToolGateway service that answers each
 ExecuteTool with the request's args as the observation data; ``gateway`` is the real
 ``create_server``. The bound port is written to ``--port-file``; SIGTERM stops the server
 (and writes the pyinstrument profile when ``--profile`` is given).
+
+``--workers N`` gives both the same layout: N processes on one ``SO_REUSEPORT`` port. The
+gateway runs under its own supervisor (``gateway.workers``, with ``workers: N`` in the
+config); echo under a minimal one here, with the same port reservation.
 """
 
 from __future__ import annotations
@@ -25,10 +30,10 @@ class EchoServicer(pb_grpc.ToolGatewayServicer):
         return pb.ToolCallResponse(code="ok", observation=pb.Observation(status="ok", data_json=request.args_json))
 
 
-async def _start_echo() -> tuple[grpc.aio.Server, int, object]:
+async def _start_echo(address: str = "127.0.0.1:0") -> tuple[grpc.aio.Server, int, object]:
     server = grpc.aio.server(maximum_concurrent_rpcs=4096)
     pb_grpc.add_ToolGatewayServicer_to_server(EchoServicer(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = server.add_insecure_port(address)
     await server.start()
     return server, port, None
 
@@ -56,13 +61,80 @@ async def _main(args: argparse.Namespace) -> None:
         await app.close()
 
 
+def _write_port(port_file: str, address: str) -> None:
+    tmp = Path(port_file + ".tmp")
+    tmp.write_text(address.rsplit(":", 1)[1])
+    tmp.replace(port_file)
+
+
+def _echo_worker(address: str, link: object) -> None:
+    async def run() -> None:
+        server, _, _ = await _start_echo(address)
+        link.send("ready")  # type: ignore[attr-defined]
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        await stop.wait()
+        await server.stop(grace=1)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    asyncio.run(run())
+
+
+def _echo_workers(port_file: str, workers: int) -> None:
+    """N echo processes on one reserved port, stopped together on SIGTERM."""
+    import multiprocessing
+    import time
+
+    from gateway.workers import reserve_port
+
+    holder, address = reserve_port("127.0.0.1:0")
+    ctx = multiprocessing.get_context("spawn")
+    links = [ctx.Pipe(duplex=False) for _ in range(workers)]
+    procs = [ctx.Process(target=_echo_worker, args=(address, child)) for _, child in links]
+    for p in procs:
+        p.start()
+    for parent, _ in links:
+        if not parent.poll(60) or parent.recv() != "ready":
+            raise SystemExit("an echo worker did not start")
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    _write_port(port_file, address)
+    while not stopping and all(p.is_alive() for p in procs):
+        time.sleep(0.2)
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.join(10)
+    holder.close()
+
+
+def _gateway_workers(config_file: str, port_file: str, workers: int) -> None:
+    from gateway.config import Config
+    from gateway.workers import supervise
+
+    config = Config.model_validate({**json.loads(Path(config_file).read_text()), "workers": workers})
+    raise SystemExit(supervise(config, "127.0.0.1:0", ready=lambda addr: _write_port(port_file, addr)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.server")
     parser.add_argument("kind", choices=["echo", "gateway"])
     parser.add_argument("--port-file", required=True)
     parser.add_argument("--config", default="")
     parser.add_argument("--profile", default="", help="write a pyinstrument text profile here on exit")
+    parser.add_argument("--workers", type=int, default=1, help="server processes sharing the port")
     args = parser.parse_args()
+    if args.workers > 1:
+        if args.kind == "echo":
+            _echo_workers(args.port_file, args.workers)
+        else:
+            _gateway_workers(args.config, args.port_file, args.workers)
+        return
     if not args.profile:
         asyncio.run(_main(args))
         return

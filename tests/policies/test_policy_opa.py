@@ -1,14 +1,22 @@
-"""OPAEngine against a real OPA server: decisions, decision ids, failing closed, recovery."""
+"""OPAEngine against a real OPA server (TCP and Unix socket): decisions, decision ids, failing
+closed, recovery, concurrency."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import shutil
+import socket
 import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from policy_opa_server import REGO, OPAServer, free_port
-from policies import UNDEFINED, OPAEngine, PolicyError
+from policies import UNDEFINED, EmbeddedEngine, OPAEngine, PolicyError
 from policies.testing import run_tests
 
 pytestmark = pytest.mark.opa
@@ -106,3 +114,159 @@ def test_both_test_runners_see_the_same_tests(opa_binary, monkeypatch):
     opa = {(r.package, r.name, r.passed) for r in run_tests(REGO, engine="opa")}
     assert embedded == opa
     assert all(passed for _, _, passed in embedded)
+
+
+def policy_input(name: str, side_effect: str, args: dict) -> dict:
+    return {
+        "caller": {"tenant": "acme", "agent": "bot", "user": "alice"},
+        "tool": {"name": name, "version": "1", "labels": [], "constraints": {},
+                 "risk": {"side_effect": side_effect, "reversibility": "reversible", "data_sensitivity": "internal"}},
+        "args": args,
+        "args_hash": "sha256:00",
+        "run": {"id": "r", "step": 1, "evidence": {}},
+        "environment": {"gateway_id": "toolgate", "time": "2025-01-01T00:00:00Z"},
+    }
+
+
+MIXED = [
+    policy_input("read_file", "read", {"path": "docs/a.md"}),  # allow
+    policy_input("write_file", "write", {"path": "notes/a.md", "content": "x"}),  # require_approval
+    policy_input("delete_file", "destructive", {"path": "notes/a.md"}),  # deny
+    policy_input("refund", "external_write", {"amount": 5000, "order_id": "o", "currency": "EUR"}),  # require_more_evidence
+]
+
+
+async def test_64_concurrent_decisions_each_get_their_own_answer(opa_server):
+    docs = [MIXED[i % len(MIXED)] for i in range(64)]
+    expected = [EmbeddedEngine.from_bundle(REGO).evaluate_sync(doc).model_dump() for doc in docs]
+    engine = OPAEngine(opa_server.url, timeout_ms=5000)
+    try:
+        for _ in range(2):  # the second wave runs on the pooled connections of the first
+            decisions = await asyncio.gather(*(engine.evaluate(doc) for doc in docs))
+            assert [d.model_dump() for d in decisions] == expected
+            assert {d.decision for d in decisions} == {"allow", "require_approval", "deny", "require_more_evidence"}
+            assert len({d.engine_decision_id for d in decisions}) == 64
+    finally:
+        await engine.close()
+
+
+async def test_opa_restarted_between_calls_the_next_call_is_answered(opa_binary, tmp_path):
+    """Pooled connections to the old process are dead: each is dropped or retried once, not denied."""
+    server = OPAServer(opa_binary, REGO, tmp_path)
+    server.start()
+    engine = OPAEngine(server.url, timeout_ms=2000)
+    try:
+        assert {d.decision for d in await asyncio.gather(*(engine.evaluate(WRITE) for _ in range(64)))} == {"require_approval"}
+        server.stop()
+        server.start()
+        assert {d.decision for d in await asyncio.gather(*(engine.evaluate(WRITE) for _ in range(64)))} == {"require_approval"}
+    finally:
+        await engine.close()
+        server.stop()
+
+
+@pytest.mark.filterwarnings("ignore:unclosed:ResourceWarning")
+def test_one_engine_serves_successive_event_loops(opa_server):
+    engine = OPAEngine(opa_server.url)
+
+    async def decide() -> str:
+        return (await engine.evaluate(WRITE)).decision
+
+    async def decide_and_close() -> str:
+        try:
+            return await decide()
+        finally:
+            await engine.close()
+
+    assert asyncio.run(decide()) == "require_approval"
+    assert asyncio.run(decide_and_close()) == "require_approval"  # the first loop's connection is not reused
+    gc.collect()  # which the GC closes (its loop is gone): the expected warning is raised here, not later
+
+
+class UnixSocketOPA:
+    """``opa run --server --addr unix://<dir>/opa.sock`` serving the default bundle and ``extra``."""
+
+    def __init__(self, binary: Path, extra: Path, log_dir: Path) -> None:
+        self.binary, self.extra, self.log_dir = binary, extra, log_dir
+        self.dir = Path(tempfile.mkdtemp(prefix="opa-"))  # short: a socket path has ~100 bytes at most
+        self.socket = self.dir / "opa.sock"
+        self.url = f"unix://{self.socket}"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = [str(self.binary), "run", "--server", "--addr", self.url, str(REGO), str(self.extra)]
+        with open(self.log_dir / "opa-unix.log", "ab") as log:
+            self._proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            assert self._proc.poll() is None, "opa exited; see opa-unix.log"
+            if self._healthy():
+                return
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("opa on the Unix socket did not become healthy")
+
+    def _healthy(self) -> bool:
+        try:
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.settimeout(0.5)
+                sock.connect(str(self.socket))
+                sock.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+                return sock.recv(64).split(b" ")[1:2] == [b"200"]
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(timeout=10)
+            self._proc = None
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def unix_opa(opa_binary, tmp_path) -> Iterator[UnixSocketOPA]:
+    extra = tmp_path / "echo"
+    extra.mkdir()
+    (extra / "echo.rego").write_text("package echo\n\nn := input.n\n")
+    server = UnixSocketOPA(opa_binary, extra, tmp_path)
+    server.start()
+    yield server
+    server.remove()
+
+
+async def test_opa_on_a_unix_socket_decides_and_versions(unix_opa):
+    engine = OPAEngine(unix_opa.url)
+    try:
+        decision = await engine.evaluate(WRITE)
+        assert decision.decision == "require_approval" and decision.engine_decision_id is None  # no decision log
+        engine.reload()
+        assert engine.version.startswith("opa:sha256:")
+    finally:
+        await engine.close()
+
+
+async def test_64_concurrent_queries_on_a_unix_socket_each_get_their_own_value(unix_opa):
+    engine = OPAEngine(unix_opa.url, timeout_ms=5000)
+    try:
+        for _ in range(2):
+            assert await asyncio.gather(*(engine.query("data.echo.n", {"n": n}) for n in range(64))) == list(range(64))
+    finally:
+        await engine.close()
+
+
+async def test_opa_on_a_unix_socket_stopped_denies_then_recovers(unix_opa):
+    engine = OPAEngine(unix_opa.url, timeout_ms=500)
+    try:
+        assert await asyncio.gather(*(engine.query("data.echo.n", {"n": n}) for n in range(16))) == list(range(16))
+        unix_opa.stop()
+        down = await asyncio.gather(*(engine.evaluate(WRITE) for _ in range(16)), return_exceptions=True)
+        assert {error.code for error in down if isinstance(error, PolicyError)} == {"policy_unavailable"}
+        assert all(isinstance(error, PolicyError) for error in down)
+        unix_opa.start()
+        assert await asyncio.gather(*(engine.query("data.echo.n", {"n": n}) for n in range(16))) == list(range(16))
+    finally:
+        await engine.close()

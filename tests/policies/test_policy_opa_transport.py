@@ -1,4 +1,8 @@
-"""OPAEngine's failure translation, through httpx's in-memory transport (no OPA needed)."""
+"""OPAEngine's failure translation, through httpx's in-memory transport (no OPA needed).
+
+The translation (status, JSON, decision) is shared by both transports; the built-in HTTP/1.1
+client's own wire handling is tested against a fake server in test_policy_opa_http.py.
+"""
 
 from __future__ import annotations
 

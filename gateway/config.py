@@ -147,7 +147,7 @@ class PolicyConfig(_Strict):
     timeout_ms: int = Field(default=500, gt=0)
     """Evaluation timeout; a timeout denies with policy_unavailable."""
     opa_url: str = "http://127.0.0.1:8181"
-    """OPA server base URL (engine: opa)."""
+    """OPA server (engine: opa): http://host:port[/prefix], unix:///path/opa.sock, or https://..."""
     shadow_bundle: str = ""
     """A candidate policy folder evaluated beside the enforced one; differences are logged only."""
     reload_on_change: bool = False

@@ -105,7 +105,10 @@ def count_call(args: dict[str, Any], ctx: ExecRequest) -> dict[str, Any]:
 
 def calls_recorded(sandbox_root: Path, tool: str) -> int:
     log = Path(sandbox_root) / tool / "calls.log"
-    return sum(1 for _ in open(log)) if log.exists() else 0
+    if not log.exists():
+        return 0
+    with open(log) as f:
+        return sum(1 for _ in f)
 
 
 async def sleep(args: dict[str, Any], ctx: ExecRequest) -> dict[str, Any]:

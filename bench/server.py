@@ -67,10 +67,11 @@ def _write_port(port_file: str, address: str) -> None:
     tmp.replace(port_file)
 
 
-def _echo_worker(address: str, link: object) -> None:
+def _echo_worker(address: str, _index: int, link: object) -> None:
+    """A ``gateway.workers.run_workers`` target: one echo server on the shared port."""
     async def run() -> None:
         server, _, _ = await _start_echo(address)
-        link.send("ready")  # type: ignore[attr-defined]
+        link.send(("ready", ""))  # type: ignore[attr-defined]
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         await stop.wait()
@@ -81,36 +82,11 @@ def _echo_worker(address: str, link: object) -> None:
 
 
 def _echo_workers(port_file: str, workers: int) -> None:
-    """N echo processes on one reserved port, stopped together on SIGTERM."""
-    import multiprocessing
-    import time
+    """N echo processes on one port, under the gateway's own worker supervisor."""
+    from gateway.workers import run_workers
 
-    from gateway.workers import reserve_port
-
-    holder, address = reserve_port("127.0.0.1:0")
-    ctx = multiprocessing.get_context("spawn")
-    links = [ctx.Pipe(duplex=False) for _ in range(workers)]
-    procs = [ctx.Process(target=_echo_worker, args=(address, child)) for _, child in links]
-    for p in procs:
-        p.start()
-    for parent, _ in links:
-        if not parent.poll(60) or parent.recv() != "ready":
-            raise SystemExit("an echo worker did not start")
-    stopping = False
-
-    def stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    _write_port(port_file, address)
-    while not stopping and all(p.is_alive() for p in procs):
-        time.sleep(0.2)
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        p.join(10)
-    holder.close()
+    raise SystemExit(run_workers(workers, "127.0.0.1:0", _echo_worker, ready=lambda addr: _write_port(port_file, addr),
+                                 name="echo-worker"))
 
 
 def _gateway_workers(config_file: str, port_file: str, workers: int) -> None:

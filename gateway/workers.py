@@ -83,11 +83,24 @@ async def prepare(config: Config) -> None:
 
 
 def supervise(config: Config, address: str, *, ready: Callable[[str], None] | None = None) -> int:
-    """Run ``config.workers`` workers on ``address`` until a signal; the exit code for ``serve``."""
+    """Run ``config.workers`` gateway workers on ``address`` until a signal; ``serve``'s exit code."""
     asyncio.run(prepare(config))
+    return run_workers(config.workers, address, _worker_main, (config,), ready=ready, name="toolgate-worker")
+
+
+def run_workers(count: int, address: str, target: Callable[..., None], args: tuple[Any, ...] = (), *,
+                ready: Callable[[str], None] | None = None, name: str = "worker") -> int:
+    """Start ``count`` processes of ``target(*args, address, index, link)`` on one reserved port.
+
+    Each must send ``("ready", "")`` (or ``("error", why)``) on ``link`` once it listens, and
+    stop on SIGTERM. Returns 0 after SIGTERM/SIGINT, 1 when a worker exits on its own; raises
+    ``RuntimeError`` when one fails to start. The bench's echo baseline runs under this too,
+    so both sides of a comparison have the same layout.
+    """
     holder, address = reserve_port(address)
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: gRPC must not cross a fork
-    procs, links = [], []
+    procs: list[Any] = []
+    links: list[Any] = []
     stopping = False
 
     def stop(signum: int, _frame: Any) -> None:
@@ -102,9 +115,9 @@ def supervise(config: Config, address: str, *, ready: Callable[[str], None] | No
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, forward_hup)
     try:
-        for i in range(config.workers):
+        for i in range(count):
             parent_end, child_end = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_worker_main, args=(config, address, i, child_end), name=f"toolgate-worker-{i}")
+            proc = ctx.Process(target=target, args=(*args, address, i, child_end), name=f"{name}-{i}")
             proc.start()
             child_end.close()
             procs.append(proc)
@@ -117,8 +130,8 @@ def supervise(config: Config, address: str, *, ready: Callable[[str], None] | No
             ready(address)
         while not stopping:
             multiprocessing.connection.wait([p.sentinel for p in procs], timeout=0.5)
-            if not stopping and any(not p.is_alive() for p in procs):
-                dead = [p for p in procs if not p.is_alive()]
+            dead = [p for p in procs if not p.is_alive()]
+            if dead and not stopping:
                 _stop_all(procs)
                 print(f"toolgate: worker {dead[0].name} exited with code {dead[0].exitcode}; stopping", flush=True)
                 return 1
@@ -132,24 +145,25 @@ def supervise(config: Config, address: str, *, ready: Callable[[str], None] | No
 
 def _await_ready(procs: list[Any], links: list[Any]) -> str:
     """Wait for every worker's 'ready' (or its error); '' when all are serving."""
-    pending = dict(zip(links, procs))
+    by_link = dict(zip(links, procs))
+    by_sentinel = {p.sentinel: p for p in procs}
     end = time.monotonic() + START_TIMEOUT_SECONDS
-    while pending:
+    while by_link:
         left = end - time.monotonic()
         if left <= 0:
-            return f"{len(pending)} worker(s) did not start in {START_TIMEOUT_SECONDS:g} s"
-        for link in multiprocessing.connection.wait([*pending, *(p.sentinel for p in pending.values())], timeout=left):
-            if link in pending:
-                try:
-                    kind, detail = link.recv()
-                except EOFError:
-                    return f"{pending[link].name} exited during start-up"
-                if kind != "ready":
-                    return f"{pending[link].name}: {detail}"
-                del pending[link]
-            elif any(p.sentinel == link for p in pending.values()):
-                name = next(p.name for p in pending.values() if p.sentinel == link)
-                return f"{name} exited during start-up"
+            return f"{len(by_link)} worker(s) did not start in {START_TIMEOUT_SECONDS:g} s"
+        waiting = [*by_link, *(p.sentinel for p in by_link.values())]
+        for item in multiprocessing.connection.wait(waiting, timeout=left):
+            proc = by_link.get(item)
+            if proc is None:  # a sentinel: the process ended before saying it was ready
+                return f"{by_sentinel[item].name} exited during start-up"
+            try:
+                kind, detail = item.recv()
+            except EOFError:
+                return f"{proc.name} exited during start-up"
+            if kind != "ready":
+                return f"{proc.name}: {detail}"
+            del by_link[item]
     return ""
 
 
@@ -172,7 +186,7 @@ def _kill(pid: int | None, sig: int) -> None:
             pass
 
 
-def _worker_main(config: Config, address: str, worker: int, link: Any) -> None:
+def _worker_main(config: Config, address: str, worker: int, link: Any) -> None:  # run_workers' target
     """A worker: a whole gateway on the shared port, its own audit chain."""
     from gateway.server import serve
 

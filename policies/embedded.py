@@ -49,6 +49,7 @@ class EmbeddedEngine:
         self._query = query
         self._timeout_s = timeout_ms / 1000
         self._engine, self._version = self._build()
+        self._rule_paths: dict[str, bool] = {}  # path -> is a rule (learnt on first evaluation)
 
     @classmethod
     def from_bundle(cls, path: Path, query: str = DEFAULT_QUERY, timeout_ms: int = 500) -> EmbeddedEngine:
@@ -75,13 +76,13 @@ class EmbeddedEngine:
     def reload(self) -> None:
         """Recompile the bundle; on ``PolicyLoadError`` the old policy keeps serving."""
         self._engine, self._version = self._build()
+        self._rule_paths = {}
 
     async def close(self) -> None:
         """Nothing to release; present for the protocol."""
 
     def _build(self) -> tuple[regorus.Engine, str]:
         bundle = read_bundle(self._path)
-        self._rule_paths: dict[str, bool] = {}
         return compile_bundle(bundle), bundle.version
 
     def _eval(self, path: str, input: dict[str, Any]) -> Any:

@@ -187,3 +187,35 @@ async def test_query_engine_error_is_policy_unavailable(tmp_path):
     with pytest.raises(PolicyError) as info:
         await engine.query("data.toolgate.boom", {"n": 0})
     assert info.value.code == "policy_unavailable"
+
+
+async def test_paths_that_are_not_rules_are_queried(tmp_path):
+    """Rules go through eval_rule; a package or a data document falls back to a query."""
+    policy = ALLOW + "visible := true\n"
+    root = bundle(tmp_path, {"p.rego": policy, "toolgate/data.json": '{"limits": {"refund": 100}}'})
+    engine = EmbeddedEngine.from_bundle(root)
+    package = await engine.query("data.toolgate", {})
+    assert package["visible"] is True and package["decision"]["decision"] == "allow"
+    assert await engine.query("data.toolgate.limits", {}) == {"refund": 100}
+    assert await engine.query("data.toolgate.visible", {}) is True  # a rule, after the queries
+    assert await engine.query("data.nothing.here", {}) is UNDEFINED
+
+
+async def test_a_decision_spelled_like_undefined_is_still_denied(tmp_path):
+    """eval_rule_as_json reports undefined as the string "<undefined>"; either way: no decision."""
+    policy = 'package toolgate\nimport rego.v1\ndecision := "<undefined>"\n'
+    engine = EmbeddedEngine.from_bundle(bundle(tmp_path, {"p.rego": policy}))
+    with pytest.raises(PolicyError) as info:
+        await engine.evaluate({})
+    assert info.value.code == "policy_invalid_decision"
+
+
+async def test_reload_forgets_which_paths_are_rules(tmp_path):
+    root = bundle(tmp_path, {"p.rego": ALLOW + "limits := {\"refund\": 1}\n"})
+    engine = EmbeddedEngine.from_bundle(root)
+    assert await engine.query("data.toolgate.limits", {}) == {"refund": 1}
+    (root / "p.rego").write_text(ALLOW)
+    (root / "toolgate").mkdir()
+    (root / "toolgate" / "data.json").write_text('{"limits": {"refund": 2}}')
+    engine.reload()
+    assert await engine.query("data.toolgate.limits", {}) == {"refund": 2}

@@ -16,7 +16,8 @@
 # costs a few microseconds in the embedded engine. Facts are written so that a call
 # which is not a refund never evaluates the refund rules, and a plain read (the most
 # common call) is decided by the first branch of `decision`; `full_decision` is the
-# complete chain and decision_test.rego checks that both agree on reads.
+# complete chain; decision_test.rego and a generated-input test in
+# tests/policies/test_policy_default_bundle.py check that both always agree.
 package toolgate
 
 import rego.v1

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
 
 from gateway.config import Config
 from policies import EmbeddedEngine, OPAEngine, PolicyEngine, ShadowEngine, build_engine
+from test_policy_parity import policy_inputs  # the generated corpus the engines are compared on
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,3 +85,17 @@ async def test_build_engine_with_shadow_bundle():
     engine = build_engine(Config(base_dir=str(REPO), policy={"shadow_bundle": "rego"}))
     assert isinstance(engine, ShadowEngine)
     assert isinstance(engine.enforced, EmbeddedEngine) and isinstance(engine.candidate, EmbeddedEngine)
+
+
+_fast_path_engine = EmbeddedEngine.from_bundle(REPO / "rego")
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(doc=policy_inputs())
+async def test_the_read_fast_path_never_changes_a_decision(doc):
+    """``decision`` short-cuts plain reads; on any input it must equal ``full_decision``, the
+    complete precedence chain. A rule added to the bundle that applies to reads without
+    being reflected in ``plain_read`` fails this test."""
+    assert await _fast_path_engine.query("data.toolgate.decision", doc) == await _fast_path_engine.query(
+        "data.toolgate.full_decision", doc
+    )

@@ -12,12 +12,13 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import rfc8785
 from jsonschema import Draft202012Validator
 
 from gateway.models import FieldError
+from gateway.schema_check import compile_check
 
 MAX_SAFE_INTEGER = 2**53 - 1
 MAX_DEPTH = 64
@@ -114,15 +115,24 @@ def args_hash(args: dict[str, Any]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SchemaValidator:
-    """A compiled JSON Schema 2020-12 validator that reports every field error."""
+    """A compiled JSON Schema 2020-12 validator that reports every field error.
+
+    ``valid`` is the fast yes/no check of ``gateway.schema_check`` when the schema is in its
+    subset: a valid instance costs only that; an invalid one (and every instance of a schema
+    outside the subset) goes through jsonschema, which names the field errors.
+    """
 
     validator: Draft202012Validator
+    valid: Callable[[Any], bool] | None = None
 
     @classmethod
     def compile(cls, schema: dict[str, Any]) -> "SchemaValidator":
-        return cls(Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER))
+        validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+        return cls(validator, compile_check(schema))
 
     def errors(self, args: dict[str, Any]) -> list[FieldError]:
+        if self.valid is not None and self.valid(args):
+            return []
         found = [
             FieldError(_pointer(err.absolute_path), err.message) for err in self.validator.iter_errors(args)
         ]

@@ -22,15 +22,30 @@ import json
 import os
 import time
 from dataclasses import dataclass
+from json import encoder as _json_encoder
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 GENESIS = "sha256:" + "0" * 64
 _HEAD_WIDTH = 128  # bytes of the head file: its JSON padded with spaces (seq up to 20 digits fits)
 
 
+def _canonical_encoder() -> Any:
+    """``json.dumps(..., sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)``
+    as one reusable C encoder: the same bytes without building a JSONEncoder per record."""
+    make = getattr(_json_encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator: the plain call
+        return lambda obj: json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    encode = make(None, str, _json_encoder.encode_basestring, None, ":", ",", True, False, True)
+    return lambda obj: "".join(encode(obj, 0))
+
+
+_canonical = _canonical_encoder()
+
+
 def canonical(record: dict[str, Any]) -> bytes:
-    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+    """Sorted keys, compact, UTF-8: the form a record's hash is taken over."""
+    return _canonical(record).encode()
 
 
 def record_hash(record: dict[str, Any]) -> str:
@@ -57,12 +72,14 @@ class _ChainedFile:
         self._file.write(line + b"\n")
         self._dirty = True
 
-    def flush(self) -> None:
+    def flush(self, anchor: bool = True) -> None:
         if not self._dirty:
             return
         self._file.flush()
         if self.fsync:
             os.fsync(self._file.fileno())
+        if not anchor:  # the head may lag the log (never lead it): verify accepts that
+            return
         head = json.dumps({"seq": self.seq, "hash": self.last_hash}).encode().ljust(_HEAD_WIDTH)
         os.pwrite(self._head_fd, head, 0)  # never shorter than before: the file never needs truncating
         self._dirty = False
@@ -95,8 +112,10 @@ class AuditLog:
         # "hash" goes last on the line; verify_file re-canonicalises, so key order on the line is free
         sink.msg(body[:-1] + b',"hash":"' + sink.last_hash.encode() + b'"}')
 
-    def flush(self) -> None:
-        self._sink.flush()
+    def flush(self, *, anchor: bool = True) -> None:
+        """Hand buffered records to the OS (and fsync when configured); ``anchor=False``
+        leaves the head file for the next flush (a write-ahead record mid-call)."""
+        self._sink.flush(anchor)
 
     def close(self) -> None:
         self._sink.close()
@@ -119,6 +138,24 @@ def _tail_state(path: Path) -> tuple[int, str]:
         except (ValueError, KeyError, TypeError):
             continue
     return 0, GENESIS
+
+
+def iter_steps(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Each step of each call, with its call's ``decision_id``, ``tool`` and ``seq``.
+
+    A call's steps travel in its records' ``steps`` lists (see gateway.pipeline); a record
+    without steps (an approval event, a policy reload, a refused key, or a log written
+    before calls were recorded this way) is yielded as it is.
+    """
+    for record in records:
+        steps = record.get("steps")
+        if not isinstance(steps, list):
+            yield record
+            continue
+        shared = {k: record[k] for k in ("decision_id", "tool", "seq") if k in record}
+        for step in steps:
+            if isinstance(step, dict):
+                yield {**shared, **step}
 
 
 @dataclass(frozen=True, slots=True)

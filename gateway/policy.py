@@ -37,8 +37,14 @@ def build_input(ctx: CallContext, gateway_id: str) -> dict[str, Any]:
 
 
 async def decide(engine: PolicyEngine, doc: dict[str, Any], timeout_ms: int) -> PolicyDecision:
-    """Evaluate; raise PolicyError (fail closed) on error, timeout or a malformed decision."""
+    """Evaluate; raise PolicyError (fail closed) on error, timeout or a malformed decision.
+
+    An engine that evaluates inline (``engine.inline``: the embedded one never awaits, so no
+    asyncio timeout could fire) enforces ``timeout_ms`` itself; the others get one here.
+    """
     try:
+        if getattr(engine, "inline", False):
+            return await engine.evaluate(doc)
         async with asyncio.timeout(timeout_ms / 1000):  # no extra task per call, unlike wait_for
             return await engine.evaluate(doc)
     except TimeoutError as exc:

@@ -14,7 +14,7 @@ from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway import metrics, tracing
 from gateway.app import GatewayApp
-from gateway.auth import AuthInterceptor
+from gateway.auth import AuthenticatedServer
 from gateway.config import Config
 from gateway.servicer import ToolGatewayServicer
 
@@ -25,12 +25,12 @@ async def create_server(config: Config, address: str | None = None, *, app: Gate
     metrics.configure(config, store=app.store)  # observability: both off unless config.observability
     tracing.configure(config)
     server = grpc.aio.server(
-        interceptors=[AuthInterceptor(app.authenticator, app.audit)],
         maximum_concurrent_rpcs=config.limits.max_concurrent_calls,
         options=[("grpc.max_receive_message_length", config.limits.max_args_bytes * 2 + 65536)],
     )
-    pb_grpc.add_ToolGatewayServicer_to_server(ToolGatewayServicer(app), server)
-    _add_approvals(server, app)
+    secured = AuthenticatedServer(server, app.authenticator, app.audit)  # every toolgate.v1 method authenticates
+    pb_grpc.add_ToolGatewayServicer_to_server(ToolGatewayServicer(app), secured)
+    _add_approvals(secured, app)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [pb.DESCRIPTOR.services_by_name[n].full_name for n in ("ToolGateway", "Approvals")]
@@ -42,7 +42,7 @@ async def create_server(config: Config, address: str | None = None, *, app: Gate
     return server, port, app
 
 
-def _add_approvals(server: grpc.aio.Server, app: GatewayApp) -> None:
+def _add_approvals(server: AuthenticatedServer, app: GatewayApp) -> None:
     try:
         from gateway.approvals.servicer import add_approvals_service
     except ModuleNotFoundError:

@@ -61,58 +61,59 @@ def timestamp(dt: Any) -> Timestamp:
 
 
 def result_to_proto(result: CallResult) -> pb.ToolCallResponse:
-    resp = pb.ToolCallResponse(
+    o = result.outcome
+    common = dict(
         decision_id=result.decision_id,
         args_hash=result.args_hash,
         policy_version=result.policy_version,
         replayed=result.replayed,
         code=str(result.code),
     )
-    o = result.outcome
+    # each outcome built in place (a constructor argument), not built and then copied in
     if isinstance(o, Observation):
-        resp.observation.CopyFrom(
-            pb.Observation(
-                status=o.status,
-                summary=o.summary,
-                data_json=json.dumps(o.data, ensure_ascii=False).encode(),
-                truncated=o.truncated,
-                error=pb.ErrorInfo(type=o.error.type, message=o.error.message, retryable=o.error.retryable)
-                if o.error
-                else None,
-                duration_ms=o.duration_ms,
-                attempts=o.attempts,
-                redactions=o.redactions,
-                trust=o.trust,
-                flags=list(o.flags),
-                provenance=pb.Provenance(
-                    tool=o.provenance.tool,
-                    tool_version=o.provenance.tool_version,
-                    args_hash=o.provenance.args_hash,
-                    decision_id=o.provenance.decision_id,
-                    approval_id=o.provenance.approval_id,
-                ),
-            )
-        )
-    elif isinstance(o, Refused):
-        resp.refused.CopyFrom(
-            pb.Refused(
+        return pb.ToolCallResponse(observation=_observation(o), **common)
+    if isinstance(o, Refused):
+        return pb.ToolCallResponse(
+            refused=pb.Refused(
                 code=str(o.code),
-                reasons=list(o.reasons),
+                reasons=o.reasons,
                 field_errors=[pb.FieldError(path=e.path, message=e.message) for e in o.field_errors],
                 retry_after_seconds=o.retry_after_seconds,
-            )
+            ),
+            **common,
         )
-    elif isinstance(o, ApprovalRequired):
-        resp.approval_required.CopyFrom(
-            pb.ApprovalRequired(
+    if isinstance(o, ApprovalRequired):
+        return pb.ToolCallResponse(
+            approval_required=pb.ApprovalRequired(
                 approval_id=o.approval_id,
                 expires_at=timestamp(o.expires_at),
-                reasons=list(o.reasons),
-                approver_groups=list(o.approver_groups),
+                reasons=o.reasons,
+                approver_groups=o.approver_groups,
                 quorum=o.quorum,
-                approvers=list(o.approvers),
-            )
+                approvers=o.approvers,
+            ),
+            **common,
         )
-    elif isinstance(o, EvidenceRequired):
-        resp.evidence_required.CopyFrom(pb.EvidenceRequired(missing=list(o.missing), reasons=list(o.reasons)))
-    return resp
+    if isinstance(o, EvidenceRequired):
+        return pb.ToolCallResponse(evidence_required=pb.EvidenceRequired(missing=o.missing, reasons=o.reasons), **common)
+    return pb.ToolCallResponse(**common)
+
+
+def _observation(o: Observation) -> pb.Observation:
+    p = o.provenance
+    return pb.Observation(
+        status=o.status,
+        summary=o.summary,
+        data_json=json.dumps(o.data, ensure_ascii=False).encode(),
+        truncated=o.truncated,
+        error=pb.ErrorInfo(type=o.error.type, message=o.error.message, retryable=o.error.retryable) if o.error else None,
+        duration_ms=o.duration_ms,
+        attempts=o.attempts,
+        redactions=o.redactions,
+        trust=o.trust,
+        flags=o.flags,
+        provenance=pb.Provenance(
+            tool=p.tool, tool_version=p.tool_version, args_hash=p.args_hash, decision_id=p.decision_id,
+            approval_id=p.approval_id,
+        ),
+    )

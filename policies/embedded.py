@@ -41,6 +41,9 @@ _UNDEFINED_JSON = '"<undefined>"'
 class EmbeddedEngine:
     """A bundle folder compiled into regorus; ``reload()`` swaps in a fresh compile."""
 
+    inline = True
+    """``evaluate`` never awaits: callers cannot time it out and need not try (see above)."""
+
     def __init__(self, path: Path, *, query: str = DEFAULT_QUERY, timeout_ms: int = 500) -> None:
         """Load the bundle at ``path``; raises ``PolicyLoadError`` if it does not load."""
         if timeout_ms <= 0:

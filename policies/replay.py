@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.audit import iter_steps  # a leaf module: the log format, nothing of the gateway
+
 from policies._errors import PolicyError
 from policies.embedded import EmbeddedEngine
 
@@ -48,7 +50,7 @@ class ReplayReport:
 def replay_records(records: list[dict[str, Any]], engine: EmbeddedEngine) -> ReplayReport:
     """Re-evaluate every replayable policy record with ``engine``; never raises PolicyError."""
     report = ReplayReport(candidate_version=engine.version)
-    for record in records:
+    for record in iter_steps(records):  # a call's steps, or older one-record-per-step logs
         if record.get("stage") != "policy":
             continue
         policy_input = record.get("policy_input")

@@ -110,3 +110,10 @@ def audit_records(path: Path) -> list[dict[str, Any]]:
     import json
 
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def audit_steps(path: Path) -> list[dict[str, Any]]:
+    """Every call step in the log (each with its call's decision_id), and the other records."""
+    from gateway.audit import iter_steps
+
+    return list(iter_steps(audit_records(path)))

@@ -26,7 +26,7 @@ MAX_ID = 128
 _WATCH_TICK = 1.0
 
 
-def add_approvals_service(server: grpc.aio.Server, app: Any) -> None:
+def add_approvals_service(server: Any, app: Any) -> None:
     service = getattr(app.approvals, "service", None)
     if isinstance(service, ApprovalService):
         pb_grpc.add_ApprovalsServicer_to_server(ApprovalsServicer(service), server)

@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from gateway.testing import calls_recorded, start_gateway
-from tests.conftest import Client, audit_records
+from tests.conftest import Client, audit_records, audit_steps
 
 
 async def test_allowed_read_returns_an_untrusted_observation(client, gateway):
@@ -162,7 +162,7 @@ async def test_unauthenticated_call_is_rejected_and_audited(gateway):
     records = audit_records(gateway.app.config.audit_path)
     rejected = [r for r in records if r["stage"] == "authenticate" and r["code"] == "unauthenticated"]
     assert len(rejected) == 2
-    assert not any(r["stage"] == "execute" for r in records)
+    assert not any(s["stage"] == "execute" for s in audit_steps(gateway.app.config.audit_path))
 
 
 async def test_every_call_ends_with_one_result_record(client, gateway):
@@ -178,7 +178,14 @@ async def test_every_call_ends_with_one_result_record(client, gateway):
         mine = [r for r in records if r["decision_id"] == resp.decision_id]
         results = [r for r in mine if r["stage"] == "result"]
         assert len(results) == 1 and results[0]["code"] == resp.code
-        assert mine[0]["stage"] == "authenticate"
+        calls = [r for r in mine if "steps" in r]  # the rest are approval events
+        assert [r["stage"] for r in calls] == (["authorized", "result"] if resp.code == "ok" else ["result"])
+        steps = [s["stage"] for r in calls for s in r["steps"]]
+        assert steps[0] == "authenticate" and len(steps) == len(set(steps))
+        if resp.code == "ok":  # written ahead of execution: every check, nothing after admission
+            assert [s["stage"] for s in calls[0]["steps"]][-1] == "admit"
+            assert [s["stage"] for s in calls[1]["steps"]] == ["execute"]
+            assert calls[0]["seq"] < calls[1]["seq"]
 
 
 async def test_list_tools_shows_schema_and_risk(client):
@@ -195,3 +202,21 @@ async def test_empty_tool_name_is_a_malformed_request(client):
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await client.call("", "{}")
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_an_executed_call_is_in_the_log_file_before_its_tool_runs(client, gateway):
+    path = gateway.app.config.audit_path
+    call = asyncio.create_task(client.call("sleep", '{"seconds": 0.5}'))
+    deadline = time.monotonic() + 5
+    pending: list[dict] = []
+    while not pending and time.monotonic() < deadline:  # read from disk while the tool sleeps
+        await asyncio.sleep(0.02)
+        pending = [r for r in audit_records(path) if r["stage"] == "authorized" and r["tool"] == "sleep"]
+    assert pending and not call.done(), "no write-ahead record while the tool was running"
+    ahead = pending[0]
+    assert not [r for r in audit_records(path) if r["stage"] == "result" and r["decision_id"] == ahead["decision_id"]]
+    assert ahead["args_hash"].startswith("sha256:") and ahead["steps"][-1]["stage"] == "admit"
+    resp = await call
+    assert resp.code == "ok" and resp.decision_id == ahead["decision_id"]
+    result = [r for r in audit_records(path) if r["stage"] == "result" and r["decision_id"] == ahead["decision_id"]]
+    assert len(result) == 1 and result[0]["executed"] is True and result[0]["seq"] > ahead["seq"]

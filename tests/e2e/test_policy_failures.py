@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gateway.testing import calls_recorded, start_gateway
-from tests.conftest import Client, audit_records, demo_config
+from tests.conftest import Client, audit_records, audit_steps, demo_config
 
 HEADER = "package toolgate\nimport rego.v1\nvisible := true\n"
 
@@ -49,7 +49,7 @@ async def test_bad_decisions_deny_and_never_execute(tmp_path, name):
     assert resp.refused.code == code, resp.refused
     assert calls_recorded(running.app.config.data_path / "sandbox", "count_call") == 0
     records = [r for r in audit_records(running.app.config.audit_path) if r["decision_id"] == resp.decision_id]
-    policy = [r for r in records if r["stage"] == "policy"]
+    policy = [s for s in audit_steps(running.app.config.audit_path) if s["decision_id"] == resp.decision_id and s["stage"] == "policy"]
     assert policy and policy[0]["code"] == code and policy[0]["detail"]
     assert records[-1]["stage"] == "result" and records[-1]["executed"] is False
 

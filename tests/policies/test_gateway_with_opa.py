@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from gateway.testing import calls_recorded, start_gateway
-from tests.conftest import Client, audit_records, demo_config
+from tests.conftest import Client, audit_steps, demo_config
 from tests.policies.policy_opa_server import REGO, OPAServer
 
 
@@ -31,5 +31,5 @@ async def test_opa_down_denies_every_call_and_calls_flow_again_when_it_is_back(o
         await client.close()
         await running.stop()
         opa.stop()
-    policy = [r for r in audit_records(cfg.audit_path) if r["stage"] == "policy"]
+    policy = [r for r in audit_steps(cfg.audit_path) if r["stage"] == "policy"]
     assert sum(r["code"] == "policy_unavailable" for r in policy) == 20

@@ -37,6 +37,33 @@ def write_audit(path: Path) -> Path:
     return path
 
 
+def write_call_audit(path: Path) -> Path:
+    """The same calls as the gateway writes them: a call's steps inside its records."""
+    def call(seq: int, decision_id: str, tool: str, policy: dict, record: str = "result") -> dict:
+        steps = [{"stage": "authenticate", "code": "ok"}, {"stage": "policy", "code": "ok", **policy}]
+        return {"seq": seq, "stage": record, "decision_id": decision_id, "tool": tool, "code": "ok", "steps": steps}
+
+    records = [
+        call(1, "d-1", "refund", {"decision": "allow", "policy_input": refund_input(50)}, "authorized"),
+        {"seq": 2, "stage": "result", "decision_id": "d-1", "tool": "refund", "code": "ok",
+         "steps": [{"stage": "execute", "code": "ok"}]},
+        call(3, "d-2", "refund", {"decision": "allow", "policy_input": refund_input(90)}, "authorized"),
+        call(4, "d-3", "refund", {"decision": "require_approval", "policy_input": refund_input(500)}),
+        call(5, "d-4", "read_file", {"decision": "allow"}, "authorized"),
+        {"seq": 6, "stage": "approval", "decision_id": "d-3", "code": "ok", "action": "requested"},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    return path
+
+
+def test_replay_reads_the_steps_inside_call_records(tmp_path):
+    report = replay_file(write_call_audit(tmp_path / "audit.jsonl"), candidate_bundle(tmp_path))
+    assert (report.replayed, report.skipped) == (3, 1)
+    assert [(c.decision_id, c.tool, c.old, c.new) for c in report.changes] == [
+        ("d-2", "refund", "allow", "require_approval")
+    ]
+
+
 def candidate_bundle(tmp_path: Path) -> Path:
     """The default bundle with the automatic refund limit lowered from 100 to 60."""
     bundle = tmp_path / "candidate" / "toolgate"

@@ -12,6 +12,8 @@ import grpc
 import psycopg
 import pytest
 
+from gateway.audit import iter_steps
+
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
@@ -26,8 +28,8 @@ async def test_one_idempotency_key_over_three_replicas_executes_once(cluster, cl
     assert {r.decision_id for r in responses} == {first.decision_id}  # every replay is the first outcome
     assert len(cluster.executions(key)) == 1
     executed = [
-        rec for i in range(3) for rec in cluster.audit(i)
-        if rec.get("stage") == "execute" and rec.get("decision_id") == first.decision_id
+        (i, step) for i in range(3) for step in iter_steps(cluster.audit(i))
+        if step.get("stage") == "execute" and step.get("decision_id") == first.decision_id
     ]
     assert len(executed) == 1
 

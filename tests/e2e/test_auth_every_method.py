@@ -1,0 +1,57 @@
+"""Every method of every toolgate.v1 service refuses a caller without a valid API key.
+
+The methods come from the proto's descriptor, not from a list kept here: a method added to
+the proto and served without going through ``AuthenticatedServer`` fails this test.
+"""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from google.protobuf import symbol_database
+
+from gateway._proto.toolgate.v1 import gateway_pb2 as pb
+from tests.conftest import audit_records
+
+METHODS = [
+    (service.full_name, method)
+    for service in pb.DESCRIPTOR.services_by_name.values()
+    for method in service.methods
+]
+
+
+def test_the_proto_has_the_services_we_serve():
+    assert {name for name, _ in METHODS} == {"toolgate.v1.ToolGateway", "toolgate.v1.Approvals"}
+    assert len(METHODS) >= 7
+
+
+@pytest.mark.parametrize("metadata", [(), (("x-api-key", "not-a-key"),), (("authorization", "Bearer nope"),)],
+                         ids=["no-key", "unknown-key", "unknown-bearer"])
+async def test_every_method_refuses_an_unauthenticated_caller(gateway, metadata):
+    db = symbol_database.Default()
+    async with grpc.aio.insecure_channel(gateway.address) as channel:
+        for service, method in METHODS:
+            path = f"/{service}/{method.name}"
+            request = db.GetSymbol(method.input_type.full_name)()
+            response = db.GetSymbol(method.output_type.full_name)
+            kind = channel.unary_stream if method.server_streaming else channel.unary_unary
+            call = kind(path, request_serializer=type(request).SerializeToString, response_deserializer=response.FromString)
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                result = call(request, metadata=metadata, timeout=5)
+                if method.server_streaming:
+                    async for _ in result:
+                        pass
+                else:
+                    await result
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED, path
+    refused = [r["method"] for r in audit_records(gateway.app.config.audit_path)
+               if r["stage"] == "authenticate" and r["code"] == "unauthenticated"]
+    assert sorted(refused) == sorted(f"/{s}/{m.name}" for s, m in METHODS)
+
+
+async def test_health_stays_open_for_probes(gateway):
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    async with grpc.aio.insecure_channel(gateway.address) as channel:
+        resp = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+    assert resp.status == health_pb2.HealthCheckResponse.SERVING

@@ -71,6 +71,7 @@ class ExecuteStage:
     ) -> None:
         self._executors = executors
         self._sandbox_root = sandbox_root
+        self._sandboxes: dict[str, Path] = {}  # tool name -> its sandbox path (a Path join is ~4 µs)
         self._rate = RateLimiter(store, tenant_per_minute=tenant_per_minute) if store is not None else None
         self._slots = ConcurrencyLimiter()
         self._leases: set[str] = set()
@@ -100,7 +101,7 @@ class ExecuteStage:
             tenant=ctx.identity.tenant,
             decision_id=ctx.decision_id,
             timeout=tool.timeout_seconds,
-            sandbox=self._sandbox_root / tool.name,
+            sandbox=self._sandbox(tool.name),
             credentials=ctx.credentials,
         )
         started = time.monotonic()
@@ -111,6 +112,12 @@ class ExecuteStage:
                 self._leases.discard(ctx.decision_id)
                 self._slots.release(tool)
         return result, int((time.monotonic() - started) * 1000)
+
+    def _sandbox(self, name: str) -> Path:
+        path = self._sandboxes.get(name)
+        if path is None:
+            path = self._sandboxes[name] = self._sandbox_root / name
+        return path
 
     async def _attempts(self, request: ExecRequest) -> ExecResult:
         tool = request.tool

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from gateway.arguments import SchemaValidator
@@ -15,6 +15,10 @@ class ToolDescriptor:
     config: ToolConfig
     validator: SchemaValidator
     schema_json: str
+    _risk: dict = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_risk", self.config.risk.model_dump())  # once, not per call
 
     @property
     def name(self) -> str:
@@ -30,7 +34,7 @@ class ToolDescriptor:
         return {
             "name": c.name,
             "version": c.version,
-            "risk": c.risk.model_dump(),
+            "risk": dict(self._risk),
             "labels": list(c.labels),
             "constraints": dict(c.constraints),
         }

@@ -126,7 +126,7 @@ class ExecuteStage:
         while True:
             result = await self._once(request)
             if result.ok or attempt >= limit or not (result.error and result.error.retryable):
-                return dataclasses.replace(result, attempts=attempt)
+                return result if result.attempts == attempt else dataclasses.replace(result, attempts=attempt)
             await self._sleep(self._retry.delay(attempt, self._rand()))
             attempt += 1
 

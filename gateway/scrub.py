@@ -94,6 +94,8 @@ class Scrubber:
 
     def text(self, value: str) -> tuple[str, int]:
         """``value`` with secrets replaced by ``[REDACTED]``, and the number of replacements."""
+        if not value:
+            return value, 0
         count = 0
         if self._exact is not None:
             value, n = self._exact.subn(REDACTED, value)

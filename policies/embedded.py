@@ -82,7 +82,13 @@ class EmbeddedEngine:
         self._rule_paths = {}
 
     async def close(self) -> None:
-        """Nothing to release; present for the protocol."""
+        """Drop the compiled engine here, on the loop's thread.
+
+        A regorus ``Engine`` may only be freed on the thread that made it: left to the cyclic
+        garbage collector it can be collected on any thread (a metrics exporter's, say), where
+        pyo3 refuses to free it and leaks it. After ``close`` every evaluation denies.
+        """
+        self._engine = None  # type: ignore[assignment]
 
     def _build(self) -> tuple[regorus.Engine, str]:
         bundle = read_bundle(self._path)

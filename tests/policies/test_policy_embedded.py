@@ -219,3 +219,12 @@ async def test_reload_forgets_which_paths_are_rules(tmp_path):
     (root / "toolgate" / "data.json").write_text('{"limits": {"refund": 2}}')
     engine.reload()
     assert await engine.query("data.toolgate.limits", {}) == {"refund": 2}
+
+
+async def test_a_closed_engine_denies(tmp_path):
+    engine = EmbeddedEngine.from_bundle(bundle(tmp_path, {"p.rego": ALLOW}))
+    assert (await engine.evaluate({})).decision == "allow"
+    await engine.close()
+    with pytest.raises(PolicyError) as info:
+        await engine.evaluate({})
+    assert info.value.code == "policy_unavailable"

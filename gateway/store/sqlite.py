@@ -23,7 +23,6 @@ from pathlib import Path
 import json
 from typing import Any, Sequence
 
-from gateway.store._checkpoint import WalCheckpointer
 from gateway.store.base import (
     ApprovalRecord,
     ApprovalStatus,
@@ -67,10 +66,8 @@ class SQLiteStore:
             for stmt in SCHEMA:
                 self._db.execute(stmt)
             self._db.execute("PRAGMA busy_timeout=0")  # from here on, lock waits are ours (see above)
-            self._db.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run off the loop (_checkpoint)
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
-        self._checkpointer = WalCheckpointer(self.path)
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -241,7 +238,6 @@ class SQLiteStore:
             delay = min(delay * 2 or _FIRST_BACKOFF, _MAX_BACKOFF)
 
     async def close(self) -> None:
-        self._checkpointer.stop()
         self._db.close()
 
 

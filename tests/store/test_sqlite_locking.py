@@ -123,22 +123,3 @@ async def test_two_processes_claim_each_key_once_while_contending_for_the_lock(t
     assert sorted(mine + theirs) == sorted(keys) and not set(mine) & set(theirs)
     await store.close()
 
-
-async def test_the_wal_is_checkpointed_in_the_background(tmp_path):
-    """No call runs a checkpoint (wal_autocheckpoint=0); the store's thread moves pages into
-    the database file within its interval, so the WAL stays bounded."""
-    store = SQLiteStore(tmp_path / "s.db")
-    assert store.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
-    for i in range(400):
-        await store.claim("idem:t:x", f"k{i}", "sha256:a", time.time())
-        await store.complete("idem:t:x", f"k{i}", "x" * 500, time.time())
-    deadline = time.monotonic() + 5
-    copied = False
-    while time.monotonic() < deadline and not copied:
-        await asyncio.sleep(0.1)
-        probe = sqlite3.connect(store.path)
-        copied = probe.execute("SELECT count(*) FROM claims").fetchone()[0] == 400 and \
-            (tmp_path / "s.db").stat().st_size > 200 * 1024  # pages copied out of the WAL
-        probe.close()
-    assert copied, "the WAL was not checkpointed into the database file"
-    await store.close()

@@ -102,15 +102,16 @@ class AuditLog:
         """Append one record: ``stage`` names the step, ``code`` its outcome."""
         sink = self._sink
         fields.pop("hash", None)
-        sink.seq += 1
+        seq = sink.seq + 1
         fields.update(
             stage=stage, ts=round(time.time(), 6), gateway=self._gateway_id, decision_id=decision_id, code=code,
-            seq=sink.seq, prev_hash=sink.last_hash,
+            seq=seq, prev_hash=sink.last_hash,
         )
         body = canonical(fields)  # == what record_hash hashes; serialised once, not twice
-        sink.last_hash = "sha256:" + hashlib.sha256(body).hexdigest()
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
         # "hash" goes last on the line; verify_file re-canonicalises, so key order on the line is free
-        sink.msg(body[:-1] + b',"hash":"' + sink.last_hash.encode() + b'"}')
+        sink.msg(body[:-1] + b',"hash":"' + digest.encode() + b'"}')
+        sink.seq, sink.last_hash = seq, digest  # the chain moves only once the line is written
 
     def flush(self, *, anchor: bool = True) -> None:
         """Hand buffered records to the OS (and fsync when configured); ``anchor=False``

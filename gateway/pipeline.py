@@ -198,7 +198,7 @@ class Pipeline:
 
     async def _execute(self, c: _Call) -> Observation:
         ctx = c.ctx
-        self._write(c, "authorized", Code.OK)  # write-ahead: in the log file before the side effect
+        self._write(c, "authorized", Code.OK, anchor=False)  # write-ahead: in the log file before the side effect
         c.executed = True
         result, duration_ms = await self.executor.run(ctx)
         observation = normalize(ctx, result, duration_ms, self.config.limits.max_observation_bytes)
@@ -231,10 +231,10 @@ class Pipeline:
             await self._settle_claims(c, result)
         finally:
             code = result.code if result is not None else Code.CANCELLED
-            self._write(
-                c, "result", code, replayed=bool(result and result.replayed), executed=c.executed,
-                elapsed_ms=round((time.monotonic() - ctx.started) * 1000, 3),
-            )
+            fields = dict(replayed=bool(result and result.replayed), executed=c.executed,
+                          elapsed_ms=round((time.monotonic() - ctx.started) * 1000, 3))
+            self._write(c, "result", code, anchor=True, **fields)
+            self._observe(ctx, "result", code, fields)  # ends the call's metrics and span
 
     async def _settle_claims(self, c: _Call, result: CallResult | None) -> None:
         """Store the outcome under the claims taken (or release them if nothing ran).
@@ -260,22 +260,24 @@ class Pipeline:
         fields["stage"] = stage
         fields["code"] = str(code)
         c.steps.append(fields)
-        if metrics.enabled or tracing.enabled:  # observability, off by default: one check when off
-            metrics.stage(c.ctx, stage, code, fields)
-            tracing.stage(c.ctx, stage, code, fields)
+        self._observe(c.ctx, stage, code, fields)
 
-    def _write(self, c: _Call, record: str, code: Any, **fields: Any) -> None:
-        """One chained record with the steps not yet written, flushed to the log file."""
+    @staticmethod
+    def _observe(ctx: CallContext, stage: str, code: Any, fields: dict[str, Any]) -> None:
+        if metrics.enabled or tracing.enabled:  # observability, off by default: one check when off
+            metrics.stage(ctx, stage, code, fields)
+            tracing.stage(ctx, stage, code, fields)
+
+    def _write(self, c: _Call, record: str, code: Any, *, anchor: bool, **fields: Any) -> None:
+        """One chained record with the steps not yet written, flushed to the log file
+        (``anchor``: move the head file too; once per call is enough)."""
         ctx = c.ctx
-        steps, c.steps = c.steps, []
         self.audit.record(
             record, decision_id=ctx.decision_id, code=str(code), tool=ctx.call.tool[:128], args_hash=ctx.args_hash,
-            steps=steps, **fields,
+            steps=c.steps, **fields,
         )
-        self.audit.flush(anchor=record == "result")  # the head is moved once per call
-        if record == "result" and (metrics.enabled or tracing.enabled):  # ends the call's metrics and span
-            metrics.stage(ctx, record, code, fields)
-            tracing.stage(ctx, record, code, fields)
+        c.steps = []  # only once written: a record that fails keeps its steps for the next one
+        self.audit.flush(anchor=anchor)
 
 
 def _derived_key(ctx: CallContext) -> str:

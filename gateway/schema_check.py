@@ -53,7 +53,7 @@ def compile_check(schema: Any) -> Check | None:
 
 
 def _is_number(x: Any) -> bool:
-    return (type(x) is int or type(x) is float) or (isinstance(x, (int, float)) and not isinstance(x, bool))
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _is_integer(x: Any) -> bool:

@@ -100,3 +100,22 @@ def test_rehashing_an_edited_record_still_breaks_the_chain(log_file):
     _rewrite(log_file, lines)
     report = verify_file(log_file)
     assert not report.ok and report.line == 3 and "prev_hash" in report.reason
+
+
+def test_a_record_that_fails_to_write_leaves_the_chain_unbroken(tmp_path, monkeypatch):
+    log = AuditLog(tmp_path / "audit.jsonl")
+    log.record("result", decision_id="d-1", code="ok")
+    sink = log._sink
+    write = sink.msg
+
+    def full(line: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sink, "msg", full)
+    with pytest.raises(OSError):
+        log.record("result", decision_id="d-2", code="ok")
+    monkeypatch.setattr(sink, "msg", write)
+    log.record("result", decision_id="d-3", code="ok")
+    log.close()
+    report = verify_file(tmp_path / "audit.jsonl")
+    assert report.ok and report.records == 2, report

@@ -220,3 +220,21 @@ async def test_an_executed_call_is_in_the_log_file_before_its_tool_runs(client, 
     assert resp.code == "ok" and resp.decision_id == ahead["decision_id"]
     result = [r for r in audit_records(path) if r["stage"] == "result" and r["decision_id"] == ahead["decision_id"]]
     assert len(result) == 1 and result[0]["executed"] is True and result[0]["seq"] > ahead["seq"]
+
+
+async def test_no_tool_runs_when_its_write_ahead_record_cannot_be_written(client, gateway, monkeypatch):
+    audit = gateway.app.audit
+    record = audit.record
+
+    def disk_full(stage, **fields):
+        if stage == "authorized":
+            raise OSError(28, "No space left on device")
+        return record(stage, **fields)
+
+    monkeypatch.setattr(audit, "record", disk_full)
+    resp = await client.call("count_call", '{"n": 1}')
+    assert resp.code == "internal_error" and resp.WhichOneof("outcome") == "refused"
+    assert calls_recorded(gateway.app.config.data_path / "sandbox", "count_call") == 0
+    result = [r for r in audit_records(gateway.app.config.audit_path) if r["decision_id"] == resp.decision_id]
+    assert [r["stage"] for r in result] == ["result"] and result[0]["executed"] is False
+    assert result[0]["code"] == "internal_error" and result[0]["steps"][-1]["stage"] == "admit"

@@ -9,8 +9,11 @@ lock for the few microseconds of its own write; SQLite's own busy handler would 
 *inside* the call — 1 ms first, holding up every call on this worker's loop (measured with two
 workers: ~10 % of the time idle in those sleeps). So the connection has no busy timeout, and
 a statement that finds the database locked is retried from the start after yielding to the
-loop (next turn, then 0.1 ms doubling to 5 ms), until ``timeout`` seconds have passed; nothing
-has run when SQLite reports the lock, so a retry cannot apply anything twice.
+loop (next turn, then 0.1 ms doubling to 1 ms: a longer step overshoots a short lock), until
+``timeout`` seconds have passed; nothing has run when SQLite reports the lock, so a retry
+cannot apply anything twice.
+
+WAL checkpoints run off the loop too, in a thread of their own (``gateway.store._checkpoint``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 import json
 from typing import Any, Sequence
 
+from gateway.store._checkpoint import WalCheckpointer
 from gateway.store.base import (
     ApprovalRecord,
     ApprovalStatus,
@@ -51,11 +55,11 @@ SCHEMA = [
 
 
 _LOCKED = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-_FIRST_BACKOFF, _MAX_BACKOFF = 0.0001, 0.005
+_FIRST_BACKOFF, _MAX_BACKOFF = 0.0001, 0.001
 
 
 class SQLiteStore:
-    def __init__(self, path: str | Path, *, timeout: float = 5.0) -> None:
+    def __init__(self, path: str | Path, *, timeout: float = 5.0, wal_restart_frames: int = 4000) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._timeout = timeout
@@ -66,6 +70,8 @@ class SQLiteStore:
             for stmt in SCHEMA:
                 self._db.execute(stmt)
             self._db.execute("PRAGMA busy_timeout=0")  # from here on, lock waits are ours (see above)
+            self._db.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run off the loop (_checkpoint)
+            self._checkpointer = WalCheckpointer(self.path, restart_frames=wal_restart_frames)
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
 
@@ -238,6 +244,7 @@ class SQLiteStore:
             delay = min(delay * 2 or _FIRST_BACKOFF, _MAX_BACKOFF)
 
     async def close(self) -> None:
+        self._checkpointer.stop()
         self._db.close()
 
 

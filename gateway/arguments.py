@@ -110,7 +110,55 @@ def _check_text(text: str) -> None:
 
 def args_hash(args: dict[str, Any]) -> str:
     """sha256 over the RFC 8785 canonical form of ``args``."""
-    return "sha256:" + hashlib.sha256(rfc8785.dumps(args)).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_json(args)).hexdigest()
+
+
+# The C JSON encoder with sorted keys, no spaces and no ASCII escaping.
+_encode = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False  # _plain bounds depth
+).encode
+
+
+def canonical_json(value: Any) -> bytes:
+    """The RFC 8785 (JCS) canonical form of ``value``, as UTF-8.
+
+    For a value built only of objects with string keys, arrays, strings, booleans, null and
+    integers within ±(2^53 - 1) — most arguments — JCS is exactly what Python's C encoder
+    writes with sorted keys, no spaces and no ASCII escaping: both escape only ``"``, ``\\``
+    and control characters, the same way, and integers print the same. Two exceptions send
+    a value to the ``rfc8785`` package instead: a float (JCS prints numbers the ECMAScript
+    way, which ``repr`` does not), and a key with a character beyond U+FFFF (JCS sorts keys
+    by UTF-16 code units, Python by code points; only those characters order differently).
+    A lone surrogate fails the UTF-8 encoding and goes there too, which rejects it.
+    tests/arguments/test_canonical_json.py checks both against each other on generated values.
+    """
+    try:
+        if _plain(value, 0):
+            return _encode(value).encode()
+    except (UnicodeEncodeError, RecursionError):
+        pass
+    return rfc8785.dumps(value)
+
+
+def _plain(value: Any, depth: int) -> bool:
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+    if depth > MAX_DEPTH:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or max(key) <= "\uffff") or not _plain(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        for item in value:
+            if not _plain(item, depth + 1):
+                return False
+        return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)

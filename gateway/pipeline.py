@@ -136,7 +136,8 @@ class Pipeline:
             if errors:
                 raise ArgumentsError(errors)
             ctx.args_hash = args_hash(ctx.args)
-            ctx.evidence = parse_strict(ctx.call.evidence_json or b"{}", max_bytes=limit, what="evidence")
+            evidence = ctx.call.evidence_json
+            ctx.evidence = parse_strict(evidence, max_bytes=limit, what="evidence") if evidence else {}
         except ArgumentsError as exc:
             code = Code.INVALID_EVIDENCE if ctx.args_hash else Code.INVALID_ARGUMENTS
             self._audit(c, "validate", code, errors=len(exc.errors))

@@ -26,6 +26,8 @@ from pathlib import Path
 import json
 from typing import Any, Sequence
 
+import structlog
+
 from gateway.store._checkpoint import WalCheckpointer
 from gateway.store.base import (
     ApprovalRecord,
@@ -53,6 +55,8 @@ SCHEMA = [
         jti TEXT PRIMARY KEY, approval_id TEXT NOT NULL, approver TEXT NOT NULL, created REAL NOT NULL)""",
 ]
 
+
+log = structlog.get_logger("toolgate.store")
 
 _LOCKED = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _FIRST_BACKOFF, _MAX_BACKOFF = 0.0001, 0.001
@@ -230,7 +234,10 @@ class SQLiteStore:
         deadline, delay = 0.0, 0.0
         while True:
             try:
-                return fn()
+                value = fn()
+                if self._checkpointer.restart_due:
+                    self._restart_wal()
+                return value
             except sqlite3.OperationalError as exc:
                 if getattr(exc, "sqlite_errorcode", None) not in _LOCKED:
                     raise StoreUnavailable(str(exc)) from exc
@@ -242,6 +249,17 @@ class SQLiteStore:
                 raise StoreUnavailable(str(exc)) from exc
             await asyncio.sleep(delay)  # other calls go on meanwhile
             delay = min(delay * 2 or _FIRST_BACKOFF, _MAX_BACKOFF)
+
+    def _restart_wal(self) -> None:
+        """The RESTART checkpoint the checkpointer asked for (see gateway.store._checkpoint).
+
+        With no busy timeout it never waits: if another process holds the write lock or is
+        reading the WAL, it returns at once and the checkpointer asks again."""
+        self._checkpointer.restart_due = False
+        try:
+            self._db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+        except sqlite3.Error as exc:  # the write before it has succeeded; the next request retries
+            log.warning("wal_restart_failed", error=str(exc)[:200])
 
     async def close(self) -> None:
         self._checkpointer.stop()

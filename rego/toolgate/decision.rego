@@ -34,13 +34,6 @@ side_effect := input.tool.risk.side_effect
 
 is_refund if input.tool.name == "refund"
 
-# A read no refund, path, evidence or approval rule below applies to.
-plain_read if {
-	side_effect in {"none", "read"}
-	not is_refund
-	not sensitive_path
-}
-
 refund_amount := input.args.amount if {
 	is_refund
 	is_number(input.args.amount)
@@ -161,9 +154,16 @@ result(kind, reasons) := {"decision": kind, "reasons": reasons, "constraints": t
 
 default decision := {"decision": "deny", "reasons": ["no rule permits this call"], "constraints": {}, "audit": "full"}
 
-# A plain read is audited "minimal" (audit_level), so the fast path need not ask.
-decision := {"decision": "allow", "reasons": ["read-only tool"], "constraints": tool_constraints, "audit": "minimal"} if {
-	plain_read
+# The fast path: a plain read, which no refund, path, evidence or approval rule applies to.
+# Its conditions are written out here rather than in helper rules, and it takes the
+# constraints straight from the input when they are an object (else full_decision answers):
+# each rule an evaluation touches costs ~2.5 µs in the embedded engine. A plain read is
+# audited "minimal" (audit_level), so the fast path need not ask.
+decision := {"decision": "allow", "reasons": ["read-only tool"], "constraints": input.tool.constraints, "audit": "minimal"} if {
+	input.tool.risk.side_effect in {"none", "read"}
+	input.tool.name != "refund"
+	not sensitive_path
+	is_object(input.tool.constraints)
 	count(deny) == 0
 } else := full_decision
 

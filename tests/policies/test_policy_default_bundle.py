@@ -95,7 +95,7 @@ _fast_path_engine = EmbeddedEngine.from_bundle(REPO / "rego")
 async def test_the_read_fast_path_never_changes_a_decision(doc):
     """``decision`` short-cuts plain reads; on any input it must equal ``full_decision``, the
     complete precedence chain. A rule added to the bundle that applies to reads without
-    being reflected in ``plain_read`` fails this test."""
+    being reflected in the fast path's conditions fails this test."""
     assert await _fast_path_engine.query("data.toolgate.decision", doc) == await _fast_path_engine.query(
         "data.toolgate.full_decision", doc
     )

@@ -65,3 +65,21 @@ async def test_close_stops_the_checkpoint_thread(tmp_path):
     assert thread.is_alive()
     await store.close()
     assert not thread.is_alive()
+
+
+async def test_one_busy_process_keeps_writing_while_the_wal_restarts(tmp_path):
+    """A loop that never idles, writing as fast as it can: every write succeeds (a RESTART
+    from the checkpoint thread's own connection once left this one SQLITE_BUSY for seconds),
+    and the WAL restarts, so its file stays small."""
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path, timeout=1.0, wal_restart_frames=RESTART_FRAMES)
+    end, n, high = time.monotonic() + 2.0, 0, 0
+    while time.monotonic() < end:
+        await store.claim("idem:t:x", f"k{n}", "sha256:a", time.time())
+        await store.complete("idem:t:x", f"k{n}", "x" * 400, time.time())
+        n += 1
+        if n % 500 == 0:
+            high = max(high, os.path.getsize(str(path) + "-wal"))
+    assert n > 4000
+    assert high < 16 * 1024 * 1024 < n * 2 * 4096 / 2, (n, high)
+    await store.close()

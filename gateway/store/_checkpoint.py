@@ -15,7 +15,12 @@ has ``wal_autocheckpoint=0`` and:
   and the serving connection, after its next write, runs a RESTART checkpoint itself
   (``SQLiteStore._run``): it copies only the frames written since the passive one, and the
   WAL starts over at the next write. That costs the loop ~1-2 ms (mostly the two fsyncs)
-  about once a second at full load, instead of ~4.6 ms several times a second.
+  about once a second at full load, instead of ~4.6 ms several times a second. Until it
+  has, the thread looks every ``interval / 10`` and does not checkpoint (it would hold the
+  checkpoint lock the restart needs).
+
+The WAL file thus stays near ``restart_frames`` pages (4,000: 16 MB) or what is written in
+one ``interval``, whichever is more (a gateway worker writes ~1,500 pages in 0.25 s).
 
 The restart is not run from this thread's connection: measured, a RESTART from a second
 connection in the same process could leave the serving connection's writes failing with
@@ -48,7 +53,9 @@ class WalCheckpointer:
     def _run(self) -> None:
         failures = 0
         try:
-            while not self._stop.wait(self._interval):
+            while not self._stop.wait(self._interval / 10 if self.restart_due else self._interval):
+                if self.restart_due:  # the serving connection has not restarted yet: leave it the checkpoint lock
+                    continue
                 try:
                     _busy, frames, _copied = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
                     failures = 0

@@ -80,7 +80,9 @@ class _ChainedFile:
             os.fsync(self._file.fileno())
         if not anchor:  # the head may lag the log (never lead it): verify accepts that
             return
-        head = json.dumps({"seq": self.seq, "hash": self.last_hash}).encode().ljust(_HEAD_WIDTH)
+        # what json.dumps({"seq": …, "hash": …}) writes, without building an encoder per call
+        head = b'{"seq": %d, "hash": %s}' % (self.seq, _json_encoder.encode_basestring_ascii(self.last_hash).encode())
+        head = head.ljust(_HEAD_WIDTH)
         os.pwrite(self._head_fd, head, 0)  # never shorter than before: the file never needs truncating
         self._dirty = False
 

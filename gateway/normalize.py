@@ -88,11 +88,33 @@ def _provenance(ctx: CallContext) -> Provenance:
 
 
 def _jsonable(data: Any) -> Any:
-    """Plain JSON values only, so the scrubber sees every string (objects become their ``str``)."""
+    """Plain JSON values only, so the scrubber sees every string (objects become their ``str``).
+
+    Data that is plain already (the usual case) is used as it is, with no JSON round trip:
+    the scrubber copies it anyway."""
+    if _plain(data, 0):
+        return data
     try:
         return json.loads(json.dumps(data, default=str))
     except (TypeError, ValueError, RecursionError):
         return repr(data)
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any, depth: int) -> bool:
+    """Only dicts with string keys, lists and JSON scalars (exact types), at most 64 deep."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if depth > 64:
+        return False
+    if kind is dict:
+        return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
+    if kind is list:
+        return all(_plain(v, depth + 1) for v in value)
+    return False
 
 
 def _cap(data: Any, max_bytes: int) -> tuple[Any, bool]:

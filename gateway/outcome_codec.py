@@ -21,17 +21,18 @@ from gateway.models import (
 )
 
 
+_encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
+
 def dumps(result: CallResult) -> str:
-    return json.dumps(
+    return _encode(
         {
             "decision_id": result.decision_id,
             "args_hash": result.args_hash,
             "policy_version": result.policy_version,
             "kind": outcome_kind(result.outcome),
             "outcome": _outcome_dict(result.outcome),
-        },
-        separators=(",", ":"),
-        default=str,
+        }
     )
 
 

@@ -38,6 +38,9 @@ _NOT_A_RULE = "not a valid rule path"
 _UNDEFINED_JSON = '"<undefined>"'
 
 
+_encode_input = json.JSONEncoder(allow_nan=False).encode  # json.dumps(input, allow_nan=False), one encoder
+
+
 class EmbeddedEngine:
     """A bundle folder compiled into regorus; ``reload()`` swaps in a fresh compile."""
 
@@ -98,7 +101,7 @@ class EmbeddedEngine:
         engine = self._engine
         started = time.perf_counter()
         try:
-            engine.set_input_json(json.dumps(input, allow_nan=False))
+            engine.set_input_json(_encode_input(input))
             value = self._value(engine, path)
         except (TypeError, ValueError) as exc:
             raise PolicyError(POLICY_UNAVAILABLE, f"input is not JSON-serialisable: {exc}") from exc

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import structlog
@@ -22,6 +24,8 @@ from gateway.tools import ToolDescriptor, ToolRegistry
 from gateway.workers import worker_audit_path
 
 log = structlog.get_logger("toolgate.app")
+
+SWEEP_INTERVAL_SECONDS = 600.0
 
 
 class GatewayApp:
@@ -48,6 +52,7 @@ class GatewayApp:
             credentials=self.credentials,
             executor=self.executor,
         )
+        self._sweeper: asyncio.Task[None] | None = None
 
     async def visible_tools(self, identity: Identity) -> list[ToolDescriptor]:
         """Tools the policy lets this caller see (``data.toolgate.visible``); errors hide."""
@@ -76,7 +81,34 @@ class GatewayApp:
         log.info("policy_reloaded", policy_version=self.engine.version)
         return True
 
+    async def sweep_claims(self, now: float | None = None) -> int:
+        """Delete finished claims older than ``store.claim_retention_hours`` (audited)."""
+        cutoff = (time.time() if now is None else now) - self.config.store.claim_retention_hours * 3600
+        deleted = await self.store.prune_claims(cutoff)
+        if deleted:
+            self.audit.record("claims_pruned", code="ok", deleted=deleted, finished_before=round(cutoff, 3))
+            self.audit.flush()
+            log.info("claims_pruned", deleted=deleted, finished_before=cutoff)
+        return deleted
+
+    def start_sweeper(self, interval: float = SWEEP_INTERVAL_SECONDS) -> None:
+        """Sweep old claims now and every ``interval`` seconds until ``close``."""
+        async def sweep_forever() -> None:
+            while True:
+                try:
+                    await self.sweep_claims()
+                except Exception as exc:  # the store may be down for a while: try again next time
+                    log.warning("claim_sweep_failed", error=str(exc)[:500])
+                await asyncio.sleep(interval)
+
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().create_task(sweep_forever(), name="toolgate-claim-sweeper")
+
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
         await self.executor.close()
         await self.engine.close()
         await self.store.close()

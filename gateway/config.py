@@ -163,6 +163,10 @@ class StoreConfig(_Strict):
     """SQLite file (default <data dir>/toolgate.db)."""
     dsn: str = ""
     """PostgreSQL connection string (kind: postgres)."""
+    claim_retention_hours: float = Field(default=24.0, ge=2.0)
+    """How long a finished call's outcome is kept under its idempotency key (and a consumed
+    grant's claim). Older ones are deleted; a retry with such a key runs again. At least 2 h:
+    longer than any grant lives (``grant_ttl_seconds`` ≤ 1 h, plus clock skew)."""
 
 
 class AuditConfig(_Strict):

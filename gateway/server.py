@@ -37,6 +37,7 @@ async def create_server(config: Config, address: str | None = None, *, app: Gate
     reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
     port = _bind(server, config, address or config.listen)
     await server.start()
+    app.start_sweeper()  # idempotency outcomes past their retention
     for name in ("", *names):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return server, port, app

@@ -136,6 +136,11 @@ class Store(ApprovalStore, Protocol):
         """Drop a claim held by the caller that never executed (so a retry may run)."""
         ...
 
+    async def prune_claims(self, finished_before: float) -> int:
+        """Delete finished claims whose outcome is older than ``finished_before``; running
+        claims stay. Returns how many were deleted."""
+        ...
+
     async def take_tokens(self, buckets: Sequence[BucketSpec], now: float) -> float:
         """Atomically take one token from every bucket or from none.
 

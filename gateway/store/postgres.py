@@ -133,6 +133,21 @@ class PostgresStore:
 
     # -- rate limits ----------------------------------------------------------------------
 
+    async def prune_claims(self, finished_before: float, *, batch: int = 1000) -> int:
+        # In batches, each its own short transaction, so no sweep holds many row locks.
+        deleted = 0
+        while True:
+            async with self._connection() as conn:
+                cur = await conn.execute(
+                    "DELETE FROM claims WHERE ctid = ANY(ARRAY(SELECT ctid FROM claims "
+                    "WHERE status = 'done' AND finished < %s LIMIT %s))",
+                    (finished_before, batch),
+                )
+                n = cur.rowcount
+            deleted += n
+            if n < batch:
+                return deleted
+
     async def take_tokens(self, buckets: Sequence[BucketSpec], now: float) -> float:
         if not buckets:
             return 0.0

@@ -129,6 +129,30 @@ class SQLiteStore:
             "DELETE FROM claims WHERE scope=? AND key=? AND status='running'", (scope, key)
         ))
 
+    async def prune_claims(self, finished_before: float, *, batch: int = 500) -> int:
+        # Claims are inserted in time order, so rowid order is age order: walk from the
+        # oldest in batches (no index on ``finished`` to keep up on every call), deleting the
+        # finished ones, until a claim created after the cutoff. The loop gets a turn
+        # between batches, so a large sweep never holds it for long.
+        deleted, after = 0, 0
+        while True:
+            def step() -> tuple[int, int, bool]:
+                rows = self._db.execute(
+                    "SELECT rowid, status, finished, created FROM claims WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                    (after, batch),
+                ).fetchall()
+                old = [r[0] for r in rows if r[1] == "done" and r[2] is not None and r[2] < finished_before]
+                if old:
+                    self._db.execute(f"DELETE FROM claims WHERE rowid IN ({','.join('?' * len(old))})", old)
+                more = len(rows) == batch and rows[-1][3] < finished_before
+                return len(old), (rows[-1][0] if rows else after), more
+
+            n, after, more = await self._run(step)
+            deleted += n
+            if not more:
+                return deleted
+            await asyncio.sleep(0)
+
     async def take_tokens(self, buckets: Sequence[BucketSpec], now: float) -> float:
         def step() -> tuple[bool, float]:
             wait = self._take_tokens(buckets, now)

@@ -101,6 +101,30 @@ async def test_idempotent_replay_does_not_run_the_tool_again(client, gateway):
     assert calls_recorded(sandbox, "count_call") == 1
 
 
+async def test_outcomes_past_their_retention_are_swept_and_the_key_runs_again(client, gateway):
+    app = gateway.app
+    assert app._sweeper is not None and not app._sweeper.done()  # started with the server
+    sandbox = app.config.data_path / "sandbox"
+    first = await client.call("count_call", '{"n": 1}', idempotency_key="order-8")
+    assert await app.sweep_claims() == 0  # within the retention (24 h): kept
+    assert (await client.call("count_call", '{"n": 1}', idempotency_key="order-8")).replayed
+    later = time.time() + app.config.store.claim_retention_hours * 3600 + 60
+    assert await app.sweep_claims(now=later) == 1
+    pruned = [r for r in audit_records(app.config.audit_path) if r.get("stage") == "claims_pruned"]
+    assert len(pruned) == 1 and pruned[0]["deleted"] == 1
+    again = await client.call("count_call", '{"n": 1}', idempotency_key="order-8")
+    assert again.code == "ok" and not again.replayed and again.decision_id != first.decision_id
+    assert calls_recorded(sandbox, "count_call") == 2
+
+
+def test_claim_retention_below_two_hours_is_refused(tmp_path):
+    from gateway.config import ConfigError
+    from tests.conftest import demo_config
+
+    with pytest.raises(ConfigError, match="claim_retention_hours"):
+        demo_config(tmp_path, store={"claim_retention_hours": 1})
+
+
 async def test_idempotency_key_reused_with_other_arguments_is_refused(client, gateway):
     await client.call("count_call", '{"n": 1}', idempotency_key="k1")
     resp = await client.call("count_call", '{"n": 2}', idempotency_key="k1")

@@ -96,6 +96,33 @@ async def test_claims_survive_reopening_the_store(make_store):
     assert got is not None and got.status is ClaimStatus.DONE
 
 
+async def test_prune_deletes_only_finished_claims_older_than_the_cutoff(store):
+    await store.claim("idem:acme:t", "old-done", "sha256:a", T0)
+    await store.complete("idem:acme:t", "old-done", '{"code": "ok"}', T0 + 1)
+    await store.claim("idem:acme:t", "old-running", "sha256:a", T0)  # may still be executing
+    await store.claim("grant", "new-done", "sha256:a", T0 + 100)
+    await store.complete("grant", "new-done", '{"code": "ok"}', T0 + 101)
+    assert await store.prune_claims(T0 + 50) == 1
+    assert await store.get_claim("idem:acme:t", "old-done") is None
+    assert (await store.get_claim("idem:acme:t", "old-running")).status is ClaimStatus.RUNNING
+    assert (await store.get_claim("grant", "new-done")).status is ClaimStatus.DONE
+    assert await store.prune_claims(T0 + 50) == 0
+    # past its retention a key is free again: a retry with it runs (and is claimed once)
+    assert (await store.claim("idem:acme:t", "old-done", "sha256:a", T0 + 200)).status is ClaimStatus.CLAIMED
+
+
+async def test_prune_walks_every_batch(store):
+    for i in range(1203):
+        await store.claim("idem:acme:t", f"k{i}", "sha256:a", T0 + i)
+        await store.complete("idem:acme:t", f"k{i}", "{}", T0 + i)
+    await store.claim("idem:acme:t", "late", "sha256:a", T0 + 5000)
+    await store.complete("idem:acme:t", "late", "{}", T0 + 5000)
+    assert await store.prune_claims(T0 + 1000, batch=100) == 1000
+    assert await store.get_claim("idem:acme:t", "k999") is None
+    assert await store.get_claim("idem:acme:t", "k1000") is not None
+    assert await store.get_claim("idem:acme:t", "late") is not None
+
+
 # -- rate-limit buckets -----------------------------------------------------------------
 
 

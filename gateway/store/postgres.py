@@ -121,18 +121,6 @@ class PostgresStore:
                 "DELETE FROM claims WHERE scope = %s AND key = %s AND status = 'running'", (scope, key)
             )
 
-    @staticmethod
-    async def _select_claim(conn: psycopg.AsyncConnection[Any], scope: str, key: str) -> Claim | None:
-        row = await (await conn.execute(
-            "SELECT status, args_hash, outcome FROM claims WHERE scope = %s AND key = %s", (scope, key)
-        )).fetchone()
-        if row is None:
-            return None
-        status, stored_hash, outcome = row
-        return Claim(ClaimStatus.DONE if status == "done" else ClaimStatus.RUNNING, stored_hash, outcome)
-
-    # -- rate limits ----------------------------------------------------------------------
-
     async def prune_claims(self, finished_before: float, *, batch: int = 1000) -> int:
         # In batches, each its own short transaction, so no sweep holds many row locks.
         deleted = 0
@@ -147,6 +135,18 @@ class PostgresStore:
             deleted += n
             if n < batch:
                 return deleted
+
+    @staticmethod
+    async def _select_claim(conn: psycopg.AsyncConnection[Any], scope: str, key: str) -> Claim | None:
+        row = await (await conn.execute(
+            "SELECT status, args_hash, outcome FROM claims WHERE scope = %s AND key = %s", (scope, key)
+        )).fetchone()
+        if row is None:
+            return None
+        status, stored_hash, outcome = row
+        return Claim(ClaimStatus.DONE if status == "done" else ClaimStatus.RUNNING, stored_hash, outcome)
+
+    # -- rate limits ----------------------------------------------------------------------
 
     async def take_tokens(self, buckets: Sequence[BucketSpec], now: float) -> float:
         if not buckets:

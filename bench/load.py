@@ -15,7 +15,7 @@ import contextlib
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import grpc
 
@@ -69,6 +69,21 @@ def accepted(resp: pb.ToolCallResponse, scenario: Scenario) -> bool:
     return resp.code == scenario.expect and not resp.replayed
 
 
+async def after_warmup(
+    callers: list[Awaitable[None]], t_warm: float, clock: Callable[[], float], cpu: Callable[[], float]
+) -> tuple[float, float]:
+    """Run ``callers`` together; return the server CPU seconds used from ``t_warm`` to their
+    end, and the time they ended."""
+    async def cpu_mark() -> float:
+        await asyncio.sleep(max(0.0, t_warm - clock()))
+        return cpu()
+
+    marker = asyncio.create_task(cpu_mark())
+    await asyncio.gather(*callers)
+    cpu_end, t_done = cpu(), clock()
+    return cpu_end - await marker, t_done
+
+
 async def closed_loop(
     address: str, scenario: Scenario, concurrency: int, seconds: float, warmup: float, cpu: Callable[[], float],
     supply: Callable[[], pb.ToolCallRequest | None] | None = None,
@@ -99,21 +114,16 @@ async def closed_loop(
                     if t0 >= t_warm:
                         latencies.append(t1 - t0)
 
-        async def cpu_mark() -> float:
-            await asyncio.sleep(max(0.0, t_warm - loop()))
-            return cpu()
-
-        marker = asyncio.create_task(cpu_mark())
-        await asyncio.gather(*(worker(pool[i % len(pool)]) for i in range(concurrency)))
-        cpu_end, t_done = cpu(), loop()
-        cpu_start = await marker
+        cpu_used, t_done = await after_warmup(
+            [worker(pool[i % len(pool)]) for i in range(concurrency)], t_warm, loop, cpu
+        )
     window = max(t_done - t_warm, 1e-9)
     return RunResult(
         calls=done_after_warm,
         throughput=done_after_warm / window,
         p50_ms=percentile(latencies, 50) * 1000,
         p99_ms=percentile(latencies, 99) * 1000,
-        cpu_us_per_call=(cpu_end - cpu_start) / max(done_after_warm, 1) * 1e6,
+        cpu_us_per_call=cpu_used / max(done_after_warm, 1) * 1e6,
         errors=errors,
     )
 

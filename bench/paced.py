@@ -83,14 +83,9 @@ async def open_loop(
                     service.append(done - sent)
                     lag.append(sent - due)
 
-        async def cpu_mark() -> float:
-            await asyncio.sleep(max(0.0, t_warm - clock()))
-            return cpu()
-
-        marker = asyncio.create_task(cpu_mark())
-        await asyncio.gather(*(caller(pool[i % len(pool)]) for i in range(callers)))
-        cpu_end, t_done = cpu(), clock()
-        cpu_start = await marker
+        cpu_used, t_done = await load.after_warmup(
+            [caller(pool[i % len(pool)]) for i in range(callers)], t_warm, clock, cpu
+        )
     return PacedResult(
         rate_per_s=rate,
         answered_per_s=answered / max(t_done - t_warm, 1e-9),
@@ -101,6 +96,6 @@ async def open_loop(
         service_p99_ms=percentile(service, 99) * 1000,
         send_lag_p50_ms=percentile(lag, 50) * 1000,
         send_lag_p99_ms=percentile(lag, 99) * 1000,
-        cpu_us_per_call=(cpu_end - cpu_start) / max(answered, 1) * 1e6,
+        cpu_us_per_call=cpu_used / max(answered, 1) * 1e6,
         errors=errors,
     )

@@ -5,7 +5,11 @@
 - Egress: the effective allow-list is the descriptor's ``allowed_hosts`` ∩ the policy's
   ``constraints.hosts`` (when policy gave hosts). The host is checked **before** any connection;
   ``egress_denied`` otherwise. Entries are ``host``, ``host:port`` or ``*.domain`` (sub-domains
-  only). Only ``https`` unless ``options.allow_plain_http`` (tests, loopback services).
+  only; a wildcard never matches an IP literal). Only ``https`` unless
+  ``options.allow_plain_http`` (tests, loopback services).
+- The address dialled is checked too (``egress_backend``): a host name that resolves to a
+  loopback, private, link-local or other non-public address is ``egress_denied`` unless
+  ``options.allow_private_network``; the connection goes to the very addresses checked.
 - Redirects are never followed to another host or scheme (``egress_denied``); same-origin
   redirects are followed up to ``options.max_redirects`` (default 3), each re-checked.
 - TLS verification is always on; proxies from the environment are ignored (``trust_env=False``).
@@ -27,6 +31,7 @@ import httpx
 
 from gateway.codes import Code
 from gateway.executors.base import ExecRequest, ExecResult
+from gateway.executors.egress_backend import CheckedBackend, NonPublicAddress, Resolver, is_ip_literal, system_resolver
 
 DEFAULT_MAX_RESPONSE = 1024 * 1024
 DEFAULT_MAX_REDIRECTS = 3
@@ -78,7 +83,7 @@ def _matches(entry: str, host: str, port: int) -> bool:
     if want_port and int(want_port) != port:
         return False
     if name.startswith("*."):
-        return host.endswith(name[1:]) and host != name[2:]
+        return host.endswith(name[1:]) and host != name[2:] and not is_ip_literal(host)
     return host == name
 
 
@@ -95,13 +100,14 @@ class HttpExecutor:
     enforces_timeout = True
     """Stops at ``request.timeout`` itself (and cleans up)."""
 
-    def __init__(self, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self._client = httpx.AsyncClient(
-            follow_redirects=False, verify=True, trust_env=False, transport=transport,
-        )
+    def __init__(self, *, resolver: Resolver = system_resolver) -> None:
+        # two pools: names resolving inside the network are refused by one, allowed by the other
+        self._public = _client(CheckedBackend(allow_private=False, resolver=resolver))
+        self._private = _client(CheckedBackend(allow_private=True, resolver=resolver))
 
     async def close(self) -> None:
-        await self._client.aclose()
+        await self._public.aclose()
+        await self._private.aclose()
 
     async def execute(self, request: ExecRequest) -> ExecResult:
         ex = request.tool.executor
@@ -115,16 +121,26 @@ class HttpExecutor:
         if creds is not None and creds.hosts is not None:
             hosts = effective_hosts(hosts, creds.hosts)
         body = request.args.get(ex.body_arg) if ex.body_arg else None
-        call = _Call(self._client, ex.method.upper(), hosts, bool(opts.get("allow_plain_http")),
+        client = self._private if opts.get("allow_private_network") is True else self._public
+        call = _Call(client, ex.method.upper(), hosts, bool(opts.get("allow_plain_http")),
                      dict(creds.headers) if creds is not None else {}, request.timeout, opts)
         try:
             return await call.run(url, body)
-        except EgressDenied as exc:
+        except (EgressDenied, NonPublicAddress) as exc:
             return ExecResult.failure(Code.EGRESS_DENIED.value, str(exc))
         except httpx.TimeoutException:
             return ExecResult.failure("timeout", f"no response within {request.timeout:g}s", retryable=True)
         except httpx.HTTPError as exc:
             return ExecResult.failure(Code.TOOL_ERROR.value, f"{type(exc).__name__}: {exc}", retryable=True)
+
+
+def _client(backend: CheckedBackend) -> httpx.AsyncClient:
+    transport = httpx.AsyncHTTPTransport(verify=True, trust_env=False)
+    # httpx (pinned) builds its httpcore pool without a way to pass a network backend; the
+    # pool's own attribute is set instead, and tests/executors/test_http_egress.py fails if
+    # a name resolving to loopback ever gets through.
+    transport._pool._network_backend = backend  # type: ignore[attr-defined]
+    return httpx.AsyncClient(follow_redirects=False, verify=True, trust_env=False, transport=transport)
 
 
 class _Call:

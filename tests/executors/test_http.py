@@ -98,7 +98,8 @@ async def test_tls_verification_is_on(executor, make_tool, make_request):
         assert not result.ok and result.error.type in ("tool_error", "timeout")
     finally:
         sock.close()
-    assert executor._client._transport._pool._ssl_context.verify_mode.name == "CERT_REQUIRED"
+    for client in (executor._public, executor._private):  # both pools: public-only and private-network
+        assert client._transport._pool._ssl_context.verify_mode.name == "CERT_REQUIRED"
 
 
 async def test_response_body_is_capped(executor, http_server, make_tool, make_request):

@@ -4,6 +4,13 @@
 stored outcome of whoever executed first (``Replay``), or a refusal (the key was used with
 other arguments, or the first execution is still running past the wait bound). Waiters in
 this process are woken by an event; waiters in other replicas poll the store.
+
+A claim still ``running`` after ``lease`` seconds (longer than its tool can run: see
+``gateway.execute.longest_hold``) belonged to a process that died mid-call. Whether the tool
+ran is unknown, so it is never run again under that key: the caller who finds it abandons it
+in the store with an ``outcome_unknown`` refusal, which it and every later caller with the
+key get as the replayed outcome. Without that, a retry after a crash would hear
+``execution_in_progress`` ("retry later") for ever.
 """
 
 from __future__ import annotations
@@ -27,6 +34,13 @@ class Won:
 @dataclass(frozen=True, slots=True)
 class Replay:
     result: CallResult
+    abandoned: bool = False  # this caller found the claim orphaned and stored outcome_unknown
+
+
+ABANDONED_REASON = (
+    "the gateway process running the first execution under this key stopped before it finished, so whether "
+    "the tool ran is unknown; check the side effect, then retry with a new key"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +55,7 @@ class ExecutionClaims:
         self._events: dict[tuple[str, str], asyncio.Event] = {}
 
     async def acquire(
-        self, scope: str, key: str, args_hash: str, *, wait: float, mismatch: Code
+        self, scope: str, key: str, args_hash: str, *, wait: float, mismatch: Code, lease: float
     ) -> Won | Replay | Conflict:
         claim = await self._store.claim(scope, key, args_hash, time.time())
         if claim.status is ClaimStatus.CLAIMED:
@@ -51,6 +65,8 @@ class ExecutionClaims:
             return Conflict(Refused(mismatch, (f"{scope.split(':')[0]} key was used with other arguments",)))
         deadline = time.monotonic() + wait
         while claim is not None and claim.status is ClaimStatus.RUNNING:
+            if claim.created is not None and claim.created < time.time() - lease:
+                return await self._abandon(scope, key, claim.args_hash, lease, wait, mismatch)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return Conflict(
@@ -66,8 +82,21 @@ class ExecutionClaims:
                 pass
             claim = await self._store.get_claim(scope, key)
         if claim is None:  # released by its holder without executing: try again
-            return await self.acquire(scope, key, args_hash, wait=max(0.0, deadline - time.monotonic()), mismatch=mismatch)
+            return await self.acquire(
+                scope, key, args_hash, wait=max(0.0, deadline - time.monotonic()), mismatch=mismatch, lease=lease
+            )
         return Replay(outcome_codec.loads(claim.outcome_json or "").as_replay())
+
+    async def _abandon(
+        self, scope: str, key: str, args_hash: str, lease: float, wait: float, mismatch: Code
+    ) -> Won | Replay | Conflict:
+        unknown = CallResult("", Refused(Code.OUTCOME_UNKNOWN, (ABANDONED_REASON,)), args_hash, "")
+        now = time.time()
+        if await self._store.abandon(scope, key, now - lease, outcome_json := outcome_codec.dumps(unknown), now):
+            self._wake(Won(scope, key))
+            return Replay(outcome_codec.loads(outcome_json).as_replay(), abandoned=True)
+        # finished (or abandoned by another caller) in the meantime: read it like any claim
+        return await self.acquire(scope, key, args_hash, wait=wait, mismatch=mismatch, lease=lease)
 
     async def complete(self, won: Won, result: CallResult) -> None:
         await self._store.complete(won.scope, won.key, outcome_codec.dumps(result), time.time())

@@ -18,6 +18,7 @@ class Code(StrEnum):
     # idempotency
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     EXECUTION_IN_PROGRESS = "execution_in_progress"
+    OUTCOME_UNKNOWN = "outcome_unknown"  # the first execution's holder died mid-call: retry with a new key
     # policy
     POLICY_DENIED = "policy_denied"
     POLICY_UNAVAILABLE = "policy_unavailable"

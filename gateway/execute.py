@@ -56,6 +56,19 @@ class RetryPolicy:
         return min(self.max_seconds, self.base_seconds * 2 ** (attempt - 1)) * rand
 
 
+HOLD_MARGIN_SECONDS = 300.0
+"""Added to ``longest_hold``: the stages around execution, a slow store, clock skew between hosts."""
+
+
+def longest_hold(tool: Any) -> float:
+    """The longest a live gateway can hold an execution claim of ``tool``: every attempt to
+    its timeout (plus the executor's grace), every back-off at its cap, and a margin. A claim
+    still running after that belonged to a process that died (``gateway.claims``)."""
+    attempts = tool.max_attempts
+    return (attempts * (tool.timeout_seconds + TIMEOUT_GRACE_SECONDS)
+            + (attempts - 1) * RetryPolicy().max_seconds + HOLD_MARGIN_SECONDS)
+
+
 class ExecuteStage:
     def __init__(
         self,

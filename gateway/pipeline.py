@@ -32,7 +32,7 @@ from gateway.audit import AuditLog
 from gateway.claims import Conflict, ExecutionClaims, Replay, Won
 from gateway.codes import Code
 from gateway.config import Config
-from gateway.execute import ExecuteStage
+from gateway.execute import ExecuteStage, longest_hold
 from gateway.hooks import ApprovalGate, CredentialResolver
 from gateway.models import (
     CallContext,
@@ -151,8 +151,10 @@ class Pipeline:
         if not key:
             return None
         scope = f"idem:{ctx.identity.tenant}:{ctx.tool.name}"
+        tool = ctx.tool.config
         got = await self.claims.acquire(
-            scope, key, ctx.args_hash, wait=ctx.tool.config.timeout_seconds + 5, mismatch=Code.IDEMPOTENCY_KEY_REUSED
+            scope, key, ctx.args_hash, wait=tool.timeout_seconds + 5, mismatch=Code.IDEMPOTENCY_KEY_REUSED,
+            lease=longest_hold(tool),
         )
         return self._claimed(c, "idempotency", got)
 
@@ -161,9 +163,10 @@ class Pipeline:
         if refusal is not None:
             return refusal
         if c.ctx.approval is not None:
+            tool = c.ctx.tool.config
             got = await self.claims.acquire(
-                "grant", c.ctx.approval.grant_id, c.ctx.args_hash, wait=c.ctx.tool.config.timeout_seconds + 5,
-                mismatch=Code.APPROVAL_ARGS_MISMATCH,
+                "grant", c.ctx.approval.grant_id, c.ctx.args_hash, wait=tool.timeout_seconds + 5,
+                mismatch=Code.APPROVAL_ARGS_MISMATCH, lease=longest_hold(tool),
             )
             return self._claimed(c, "grant", got)
         return None
@@ -218,7 +221,10 @@ class Pipeline:
             self._audit(c, stage, Code.OK, claimed=True)
             return None
         if isinstance(got, Replay):
-            self._audit(c, stage, Code.OK, replay_of=got.result.decision_id)
+            if got.abandoned:  # the first holder died mid-call: outcome_unknown stored for the key
+                self._audit(c, stage, got.result.code, abandoned=True)
+            else:
+                self._audit(c, stage, Code.OK, replay_of=got.result.decision_id)
             return got.result
         self._audit(c, stage, got.refusal.code)
         return got.refusal

@@ -5,7 +5,9 @@ inserts a claim in state ``running`` or returns the existing one; the winner exe
 calls ``complete`` with the serialized outcome; everybody else waits for that outcome. The
 scope separates idempotency keys (``idem:<tenant>:<tool>``) from consumed grant ids
 (``grant``). A claim whose holder died stays ``running``: its outcome is unknown, so it is
-never re-executed automatically.
+never re-executed. Once it is older than the longest its tool can run, a caller asking for it
+``abandon``s it: it becomes ``done`` with an ``outcome_unknown`` refusal as its outcome, the
+answer every later call with that key gets (see ``gateway.claims``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class Claim:
     status: ClaimStatus
     args_hash: str
     outcome_json: str | None = None
+    created: float | None = None  # when it was claimed (read back for a running claim)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +137,11 @@ class Store(ApprovalStore, Protocol):
 
     async def release(self, scope: str, key: str) -> None:
         """Drop a claim held by the caller that never executed (so a retry may run)."""
+        ...
+
+    async def abandon(self, scope: str, key: str, claimed_before: float, outcome_json: str, now: float) -> bool:
+        """Finish a claim that is still ``running`` and was claimed before ``claimed_before``
+        with ``outcome_json``, atomically; False when it is not (any more) such a claim."""
         ...
 
     async def prune_claims(self, finished_before: float) -> int:

@@ -121,6 +121,15 @@ class PostgresStore:
                 "DELETE FROM claims WHERE scope = %s AND key = %s AND status = 'running'", (scope, key)
             )
 
+    async def abandon(self, scope: str, key: str, claimed_before: float, outcome_json: str, now: float) -> bool:
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "UPDATE claims SET status = 'done', outcome = %s, finished = %s "
+                "WHERE scope = %s AND key = %s AND status = 'running' AND created < %s",
+                (outcome_json, now, scope, key, claimed_before),
+            )
+            return cur.rowcount == 1
+
     async def prune_claims(self, finished_before: float, *, batch: int = 1000) -> int:
         # In batches, each its own short transaction, so no sweep holds many row locks.
         deleted = 0
@@ -139,12 +148,12 @@ class PostgresStore:
     @staticmethod
     async def _select_claim(conn: psycopg.AsyncConnection[Any], scope: str, key: str) -> Claim | None:
         row = await (await conn.execute(
-            "SELECT status, args_hash, outcome FROM claims WHERE scope = %s AND key = %s", (scope, key)
+            "SELECT status, args_hash, outcome, created FROM claims WHERE scope = %s AND key = %s", (scope, key)
         )).fetchone()
         if row is None:
             return None
-        status, stored_hash, outcome = row
-        return Claim(ClaimStatus.DONE if status == "done" else ClaimStatus.RUNNING, stored_hash, outcome)
+        status, stored_hash, outcome, created = row
+        return Claim(ClaimStatus.DONE if status == "done" else ClaimStatus.RUNNING, stored_hash, outcome, created)
 
     # -- rate limits ----------------------------------------------------------------------
 

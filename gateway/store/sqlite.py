@@ -104,7 +104,7 @@ class SQLiteStore:
             if won == 1:
                 return Claim(ClaimStatus.CLAIMED, args_hash)
             row = self._db.execute(
-                "SELECT status, args_hash, outcome FROM claims WHERE scope=? AND key=?", (scope, key)
+                "SELECT status, args_hash, outcome, created FROM claims WHERE scope=? AND key=?", (scope, key)
             ).fetchone()
             if row is None:  # released between our INSERT and SELECT: the caller's wait loop retries
                 return Claim(ClaimStatus.RUNNING, args_hash)
@@ -114,7 +114,7 @@ class SQLiteStore:
 
     async def get_claim(self, scope: str, key: str) -> Claim | None:
         row = await self._run(lambda: self._db.execute(
-            "SELECT status, args_hash, outcome FROM claims WHERE scope=? AND key=?", (scope, key)
+            "SELECT status, args_hash, outcome, created FROM claims WHERE scope=? AND key=?", (scope, key)
         ).fetchone())
         return None if row is None else _claim_from_row(row)
 
@@ -128,6 +128,13 @@ class SQLiteStore:
         await self._run(lambda: self._db.execute(
             "DELETE FROM claims WHERE scope=? AND key=? AND status='running'", (scope, key)
         ))
+
+    async def abandon(self, scope: str, key: str, claimed_before: float, outcome_json: str, now: float) -> bool:
+        return await self._run(lambda: self._db.execute(
+            "UPDATE claims SET status='done', outcome=?, finished=? "
+            "WHERE scope=? AND key=? AND status='running' AND created < ?",
+            (outcome_json, now, scope, key, claimed_before),
+        ).rowcount == 1)
 
     async def prune_claims(self, finished_before: float, *, batch: int = 500) -> int:
         # Claims are inserted in time order, so rowid order is age order: walk from the
@@ -290,9 +297,9 @@ class SQLiteStore:
         self._db.close()
 
 
-def _claim_from_row(row: tuple[str, str, str | None]) -> Claim:
-    status, args_hash, outcome = row
-    return Claim(ClaimStatus.DONE if status == "done" else ClaimStatus.RUNNING, args_hash, outcome)
+def _claim_from_row(row: tuple[str, str, str | None, float]) -> Claim:
+    status, args_hash, outcome, created = row
+    return Claim(ClaimStatus.DONE if status == "done" else ClaimStatus.RUNNING, args_hash, outcome, created)
 
 
 def _dump(record: ApprovalRecord) -> str:

@@ -112,6 +112,20 @@ async def test_outage_longer_than_the_store_timeout_never_double_executes(cluste
     assert {r.code for r in in_band} <= {"ok", "internal_error"}
     assert len(in_band) == len(results), "every call must be answered in-band, even when the store fails"
 
+    # once such a claim is older than its tool could run, a retry ends it: outcome_unknown,
+    # stored for the key, on every replica, and still no second execution
+    stuck = [k for k, r in zip(keys, retried) if r.code == "execution_in_progress"]
+    async with await psycopg.AsyncConnection.connect(cluster.dsn, autocommit=True) as conn:
+        await conn.execute(  # the lease passes: the claims are moved back in time
+            "UPDATE claims SET created = created - 3600 WHERE key = ANY(%s) AND status = 'running'", (stuck,)
+        )
+    ended = await asyncio.gather(*(
+        clients[n % 3].call("count_shared", {"key": k}, idempotency_key=k) for n, k in enumerate(stuck * 2)
+    ))
+    assert {(r.code, r.replayed) for r in ended} <= {("outcome_unknown", True)}, [r.code for r in ended]
+    after = collections.Counter(x["args"]["key"] for x in cluster.executions() if x["args"]["key"] in keys)
+    assert after == per_key
+
 
 async def _until_claims_running(dsn: str, tag: str, *, at_least: int, timeout: float = 20.0) -> None:
     """Bounded wait until that many of the calls hold a running claim in the shared store."""

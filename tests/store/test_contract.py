@@ -123,6 +123,45 @@ async def test_prune_walks_every_batch(store):
     assert await store.get_claim("idem:acme:t", "late") is not None
 
 
+async def test_a_running_claim_reads_back_when_it_was_claimed(store):
+    await store.claim("idem:acme:t", "k1", "sha256:a", T0)
+    assert (await store.get_claim("idem:acme:t", "k1")).created == T0
+    assert (await store.claim("idem:acme:t", "k1", "sha256:a", T0 + 5)).created == T0
+
+
+async def test_abandon_finishes_only_a_running_claim_older_than_the_cutoff(store):
+    await store.claim("idem:acme:t", "orphan", "sha256:a", T0)
+    await store.claim("idem:acme:t", "young", "sha256:a", T0 + 100)
+    await store.claim("idem:acme:t", "done", "sha256:a", T0)
+    await store.complete("idem:acme:t", "done", '{"code": "ok"}', T0 + 1)
+
+    assert not await store.abandon("idem:acme:t", "young", T0 + 50, '{"code": "outcome_unknown"}', T0 + 60)
+    assert not await store.abandon("idem:acme:t", "done", T0 + 50, '{"code": "outcome_unknown"}', T0 + 60)
+    assert not await store.abandon("idem:acme:t", "missing", T0 + 50, '{"code": "outcome_unknown"}', T0 + 60)
+    assert await store.abandon("idem:acme:t", "orphan", T0 + 50, '{"code": "outcome_unknown"}', T0 + 60)
+    assert not await store.abandon("idem:acme:t", "orphan", T0 + 50, '{"code": "other"}', T0 + 61)  # once
+
+    orphan = await store.get_claim("idem:acme:t", "orphan")
+    assert orphan.status is ClaimStatus.DONE and orphan.outcome_json == '{"code": "outcome_unknown"}'
+    assert (await store.get_claim("idem:acme:t", "young")).status is ClaimStatus.RUNNING
+    assert (await store.get_claim("idem:acme:t", "done")).outcome_json == '{"code": "ok"}'
+    # an abandoned claim ages out like any finished one (from when it was abandoned)
+    assert await store.prune_claims(T0 + 59) == 1  # "done" only
+    assert await store.prune_claims(T0 + 61) == 1
+
+
+async def test_a_claim_completed_while_being_abandoned_keeps_its_outcome(make_store):
+    a, b = make_store(), make_store()
+    await a.claim("idem:acme:t", "k", "sha256:a", T0)
+    done, abandoned = await asyncio.gather(
+        a.complete("idem:acme:t", "k", '{"code": "ok"}', T0 + 1000),
+        b.abandon("idem:acme:t", "k", T0 + 500, '{"code": "outcome_unknown"}', T0 + 1000),
+    )
+    got = await b.get_claim("idem:acme:t", "k")
+    assert got.status is ClaimStatus.DONE
+    assert got.outcome_json == ('{"code": "outcome_unknown"}' if abandoned else '{"code": "ok"}')
+
+
 # -- rate-limit buckets -----------------------------------------------------------------
 
 

@@ -192,6 +192,9 @@ class LimitsConfig(_Strict):
     """Observation data above this is truncated (``truncated: true``)."""
     max_concurrent_calls: int = Field(default=4096, gt=0)
     """In-flight ExecuteTool calls per process."""
+    tenant_calls_per_minute: int = Field(default=0, ge=0)
+    """Executions per tenant per minute over all its tools, across replicas (0: no tenant
+    limit; tools keep their own ``rate_limit_per_minute``). Over it: ``rate_limited``."""
 
 
 class Config(_Strict):

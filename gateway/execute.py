@@ -162,7 +162,7 @@ def build_execute_stage(config: Any, store: Any) -> ExecuteStage:
         ExecutorRegistry(executor_factories(config)),
         config.data_path / "sandbox",
         store=store,
-        tenant_per_minute=int(getattr(config.limits, "tenant_calls_per_minute", 0) or 0),
+        tenant_per_minute=config.limits.tenant_calls_per_minute,
     )
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Client, demo_config
+from tests.conftest import Client, demo_config
 from gateway.config import ConfigError
 from gateway.testing import calls_recorded, start_gateway
 

@@ -1,5 +1,9 @@
 import base64
+import json
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -71,3 +75,53 @@ async def test_unknown_upstream_is_a_tool_error(tmp_path, make_tool, make_reques
 def test_upstream_config_is_validated(spec):
     with pytest.raises(McpConfigError):
         parse_upstreams({"u": spec})
+
+
+# -- streamable HTTP ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def http_upstream(tmp_path):
+    """The same upstream served over streamable HTTP in a child process; its /mcp URL."""
+    port_file = tmp_path / "mcp.port"
+    env = {**os.environ, "WIPE_MARKER": str(tmp_path / "wiped")}
+    proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port_file)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not port_file.exists():
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "upstream exited"
+            assert time.monotonic() < deadline, "the HTTP upstream did not start"
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port_file.read_text()}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _http_executor(url: str, **extra) -> McpExecutor:
+    return McpExecutor(parse_upstreams({"notes": {"transport": "http", "url": url, **extra}}))
+
+
+async def test_calls_the_classified_remote_tool_over_streamable_http(http_upstream, make_tool, make_request):
+    result = await _http_executor(http_upstream).execute(make_request(_tool(make_tool, "add"), {"a": 20, "b": 22}))
+    assert result.ok, result
+    assert result.data == {"sum": 42}
+
+
+async def test_header_credentials_reach_the_http_upstream(http_upstream, make_tool, make_request):
+    creds = ResolvedCredentials(headers={"Authorization": "Bearer up-tok-9"}, secret_values=frozenset({"up-tok-9"}))
+    result = await _http_executor(http_upstream).execute(
+        make_request(_tool(make_tool, "auth_header"), {}, credentials=creds))
+    assert result.ok, result
+    assert "Bearer up-tok-9" in json.dumps(result.data)  # scrubbing happens later, in normalize
+
+
+async def test_an_http_upstream_error_is_a_tool_error_and_unlisted_tools_are_refused(http_upstream, tmp_path,
+                                                                                    make_tool, make_request):
+    executor = _http_executor(http_upstream)
+    failed = await executor.execute(make_request(_tool(make_tool, "fail"), {}))
+    assert not failed.ok and failed.error.type == "tool_error", failed
+    missing = await executor.execute(make_request(_tool(make_tool, "not_offered"), {}))
+    assert not missing.ok and "does not offer" in missing.error.message, missing
+    assert not (tmp_path / "wiped").exists()

@@ -1,15 +1,17 @@
 """A small real MCP upstream for the tests (stdio by default, ``--http PORTFILE`` for streamable HTTP).
 
 Tools: ``add`` (read), ``whoami`` (echoes the UPSTREAM_TOKEN env credential, raw and base64),
-``wipe`` (left unclassified by the tests: it must not be callable), ``fail`` (reports an error).
+``wipe`` (left unclassified by the tests: it must not be callable), ``fail`` (reports an error),
+``auth_header`` (over HTTP: the Authorization header the request came with).
 If the file named by MCP_EXTRA_TOOL_FILE exists, ``add``'s description changes (a "rug pull").
 """
 
 import base64
 import os
+import socket
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("test-upstream")
 _rug = os.environ.get("MCP_EXTRA_TOOL_FILE", "")
@@ -38,5 +40,31 @@ def fail() -> str:
     raise RuntimeError("upstream failure on purpose")
 
 
+@server.tool(description="The Authorization header of this HTTP request.")
+def auth_header(ctx: Context) -> str:
+    request = ctx.request_context.request
+    return "" if request is None else request.headers.get("authorization", "")
+
+
+def serve_http(port_file: str) -> None:
+    """Streamable HTTP on 127.0.0.1, on a port bound here first (no race for a free port);
+    the port is written to ``port_file`` once the socket listens."""
+    import anyio
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    tmp = port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(sock.getsockname()[1]))
+    os.replace(tmp, port_file)
+    app = server.streamable_http_app()
+    anyio.run(uvicorn.Server(uvicorn.Config(app, log_level="warning")).serve, [sock])
+
+
 if __name__ == "__main__":
-    server.run("stdio")
+    if sys.argv[1:2] == ["--http"]:
+        serve_http(sys.argv[2])
+    else:
+        server.run("stdio")

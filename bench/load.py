@@ -69,6 +69,14 @@ def accepted(resp: pb.ToolCallResponse, scenario: Scenario) -> bool:
     return resp.code == scenario.expect and not resp.replayed
 
 
+async def send(stub: pb_grpc.ToolGatewayStub, req: pb.ToolCallRequest, scenario: Scenario) -> bool:
+    """One call; True when it answered as the scenario expects (a transport error is False)."""
+    try:
+        return accepted(await stub.ExecuteTool(req, metadata=METADATA, timeout=30), scenario)
+    except grpc.RpcError:
+        return False
+
+
 async def after_warmup(
     callers: list[Awaitable[None]], t_warm: float, clock: Callable[[], float], cpu: Callable[[], float]
 ) -> tuple[float, float]:
@@ -102,11 +110,7 @@ async def closed_loop(
         async def worker(stub: pb_grpc.ToolGatewayStub) -> None:
             nonlocal done_after_warm, errors
             while (t0 := loop()) < t_end and (req := next_request()) is not None:
-                try:
-                    resp = await stub.ExecuteTool(req, metadata=METADATA, timeout=30)
-                    ok = accepted(resp, scenario)
-                except grpc.RpcError:
-                    ok = False
+                ok = await send(stub, req, scenario)
                 t1 = loop()
                 errors += not ok
                 if t1 >= t_warm:
@@ -139,11 +143,7 @@ async def counted(address: str, scenario: Scenario, calls: int, concurrency: int
             nonlocal remaining, errors
             while remaining > 0:
                 remaining -= 1
-                try:
-                    resp = await stub.ExecuteTool(request(scenario), metadata=METADATA, timeout=30)
-                    errors += not accepted(resp, scenario)
-                except grpc.RpcError:
-                    errors += 1
+                errors += not await send(stub, request(scenario), scenario)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return errors

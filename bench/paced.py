@@ -17,10 +17,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-import grpc
-
 from bench import load
-from bench.load import accepted, percentile
+from bench.load import percentile
 from bench.scenarios import METADATA, Scenario, request
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 
@@ -70,10 +68,7 @@ async def open_loop(
                 if (wait := due - clock()) > 0:
                     await asyncio.sleep(wait)
                 sent = clock()
-                try:
-                    ok = accepted(await stub.ExecuteTool(request(scenario), metadata=METADATA, timeout=30), scenario)
-                except grpc.RpcError:
-                    ok = False
+                ok = await load.send(stub, request(scenario), scenario)
                 done = clock()
                 errors += not ok
                 if done >= t_warm:

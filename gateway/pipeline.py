@@ -150,25 +150,15 @@ class Pipeline:
         key = ctx.call.idempotency_key or _derived_key(ctx)
         if not key:
             return None
-        scope = f"idem:{ctx.identity.tenant}:{ctx.tool.name}"
-        tool = ctx.tool.config
-        got = await self.claims.acquire(
-            scope, key, ctx.args_hash, wait=tool.timeout_seconds + 5, mismatch=Code.IDEMPOTENCY_KEY_REUSED,
-            lease=longest_hold(tool),
-        )
-        return self._claimed(c, "idempotency", got)
+        return await self._claim(c, "idempotency", f"idem:{ctx.identity.tenant}:{ctx.tool.name}", key,
+                                 Code.IDEMPOTENCY_KEY_REUSED)
 
-    async def _verify_approval(self, c: _Call) -> Outcome | None:
+    async def _verify_approval(self, c: _Call) -> CallResult | Outcome | None:
         refusal = await self.approvals.verify_presented(c.ctx)
         if refusal is not None:
             return refusal
         if c.ctx.approval is not None:
-            tool = c.ctx.tool.config
-            got = await self.claims.acquire(
-                "grant", c.ctx.approval.grant_id, c.ctx.args_hash, wait=tool.timeout_seconds + 5,
-                mismatch=Code.APPROVAL_ARGS_MISMATCH, lease=longest_hold(tool),
-            )
-            return self._claimed(c, "grant", got)
+            return await self._claim(c, "grant", "grant", c.ctx.approval.grant_id, Code.APPROVAL_ARGS_MISMATCH)
         return None
 
     async def _policy(self, c: _Call) -> Outcome | None:
@@ -215,7 +205,14 @@ class Pipeline:
 
     # -- plumbing -----------------------------------------------------------------------
 
-    def _claimed(self, c: _Call, stage: str, got: Won | Replay | Conflict) -> CallResult | Outcome | None:
+    async def _claim(self, c: _Call, stage: str, scope: str, key: str, mismatch: Code) -> CallResult | Outcome | None:
+        """Take the execution claim on ``key``: None to go on (ours), else the stored outcome
+        (replayed) or a refusal. Waits up to the tool's timeout for a running first execution;
+        a claim older than the longest the tool can run was orphaned (``gateway.claims``)."""
+        tool = c.ctx.tool.config
+        got = await self.claims.acquire(
+            scope, key, c.ctx.args_hash, wait=tool.timeout_seconds + 5, mismatch=mismatch, lease=longest_hold(tool)
+        )
         if isinstance(got, Won):
             c.claims.append(got)
             self._audit(c, stage, Code.OK, claimed=True)

@@ -46,17 +46,19 @@ async def test_conflicting_values_are_policy_unavailable(tmp_path):
     assert info.value.code == "policy_unavailable"
 
 
-async def test_undefined_decision_is_invalid(tmp_path):
-    policy = 'package toolgate\nimport rego.v1\ndecision := {"decision": "allow"} if input.ok\n'
-    engine = EmbeddedEngine.from_bundle(bundle(tmp_path, {"p.rego": policy}))
-    with pytest.raises(PolicyError) as info:
-        await engine.evaluate({})
-    assert info.value.code == "policy_invalid_decision"
-
-
-async def test_malformed_decision_from_policy_is_invalid(tmp_path):
-    policy = 'package toolgate\nimport rego.v1\ndecision := {"decision": "allow", "approved": true}\n'
-    engine = EmbeddedEngine.from_bundle(bundle(tmp_path, {"p.rego": policy}))
+@pytest.mark.parametrize(
+    "rule",
+    [
+        'decision := {"decision": "allow"} if input.ok',  # undefined for this input
+        'decision := {"decision": "allow", "approved": true}',  # an unknown field
+        # eval_rule_as_json reports undefined as the string "<undefined>": a rule with that
+        # value reads as undefined, and either way there is no decision
+        'decision := "<undefined>"',
+    ],
+    ids=["undefined", "unknown_field", "spelled_like_undefined"],
+)
+async def test_a_policy_answer_that_is_not_a_decision_is_invalid(tmp_path, rule):
+    engine = EmbeddedEngine.from_bundle(bundle(tmp_path, {"p.rego": f"package toolgate\nimport rego.v1\n{rule}\n"}))
     with pytest.raises(PolicyError) as info:
         await engine.evaluate({})
     assert info.value.code == "policy_invalid_decision"
@@ -199,15 +201,6 @@ async def test_paths_that_are_not_rules_are_queried(tmp_path):
     assert await engine.query("data.toolgate.limits", {}) == {"refund": 100}
     assert await engine.query("data.toolgate.visible", {}) is True  # a rule, after the queries
     assert await engine.query("data.nothing.here", {}) is UNDEFINED
-
-
-async def test_a_decision_spelled_like_undefined_is_still_denied(tmp_path):
-    """eval_rule_as_json reports undefined as the string "<undefined>"; either way: no decision."""
-    policy = 'package toolgate\nimport rego.v1\ndecision := "<undefined>"\n'
-    engine = EmbeddedEngine.from_bundle(bundle(tmp_path, {"p.rego": policy}))
-    with pytest.raises(PolicyError) as info:
-        await engine.evaluate({})
-    assert info.value.code == "policy_invalid_decision"
 
 
 async def test_reload_forgets_which_paths_are_rules(tmp_path):

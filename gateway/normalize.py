@@ -20,6 +20,7 @@ import dataclasses
 import json
 from typing import Any
 
+from gateway.arguments import MAX_DEPTH
 from gateway.codes import Code
 from gateway.executors.base import ExecResult
 from gateway.injection import injection_flags
@@ -104,11 +105,12 @@ _SCALARS = (str, int, float, bool, type(None))
 
 
 def _plain(value: Any, depth: int) -> bool:
-    """Only dicts with string keys, lists and JSON scalars (exact types), at most 64 deep."""
+    """Only dicts with string keys, lists and JSON scalars (exact types), at most ``MAX_DEPTH`` deep
+    (the arguments' limit)."""
     kind = type(value)
     if kind in _SCALARS:
         return True
-    if depth > 64:
+    if depth > MAX_DEPTH:
         return False
     if kind is dict:
         return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from gateway.claims import Conflict, ExecutionClaims, Replay, Won
 from gateway.codes import Code
 from gateway.models import CallResult, Refused
@@ -18,21 +20,25 @@ async def _orphan(store: SQLiteStore, key: str, age: float) -> None:
     await store.claim(SCOPE, key, "sha256:a", time.time() - age)
 
 
-async def test_an_orphaned_claim_ends_outcome_unknown_once_and_for_all(tmp_path):
+@pytest.mark.parametrize(
+    "scope, mismatch",
+    [(SCOPE, Code.IDEMPOTENCY_KEY_REUSED), ("grant", Code.APPROVAL_ARGS_MISMATCH)],
+    ids=["idempotency_key", "consumed_grant"],
+)
+async def test_an_orphaned_claim_ends_outcome_unknown_once_and_for_all(tmp_path, scope, mismatch):
     store = SQLiteStore(tmp_path / "s.db")
     claims = ExecutionClaims(store)
     try:
-        await _orphan(store, "k", age=120)
-        first = await claims.acquire(SCOPE, "k", "sha256:a", wait=5, mismatch=Code.IDEMPOTENCY_KEY_REUSED, lease=60)
+        await store.claim(scope, "k", "sha256:a", time.time() - 120)  # by a process that is gone
+        first = await claims.acquire(scope, "k", "sha256:a", wait=5, mismatch=mismatch, lease=60)
         assert isinstance(first, Replay) and first.abandoned
         assert first.result.code == Code.OUTCOME_UNKNOWN and first.result.replayed
         assert first.result.args_hash == "sha256:a"
-        again = await ExecutionClaims(store).acquire(SCOPE, "k", "sha256:a", wait=5,
-                                                     mismatch=Code.IDEMPOTENCY_KEY_REUSED, lease=60)
+        again = await ExecutionClaims(store).acquire(scope, "k", "sha256:a", wait=5, mismatch=mismatch, lease=60)
         assert isinstance(again, Replay) and not again.abandoned and again.result.code == Code.OUTCOME_UNKNOWN
-        # other arguments under the key are still refused as reuse, not told the outcome
-        other = await claims.acquire(SCOPE, "k", "sha256:b", wait=5, mismatch=Code.IDEMPOTENCY_KEY_REUSED, lease=60)
-        assert isinstance(other, Conflict) and other.refusal.code == Code.IDEMPOTENCY_KEY_REUSED
+        # changed arguments under the key (or grant) are still refused as such, not told the outcome
+        other = await claims.acquire(scope, "k", "sha256:b", wait=5, mismatch=mismatch, lease=60)
+        assert isinstance(other, Conflict) and other.refusal.code == mismatch
     finally:
         await store.close()
 

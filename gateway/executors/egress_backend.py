@@ -15,6 +15,10 @@ name, since httpcore gives ``start_tls`` the origin's host, not the address.
 - A tool whose names are meant to resolve inside the network sets
   ``options.allow_private_network: true``.
 
+MCP streamable-HTTP upstreams (``gateway.executors.mcp``) dial through the same backend; their
+client is httpx2 over httpcore2, so the backend is told which httpcore it serves (``core``:
+its exceptions and its own backend to dial with).
+
 Non-public: everything ``ipaddress`` does not call global (loopback, private, link-local,
 shared 100.64/10, reserved, unspecified, documentation ranges), multicast, and IPv6
 addresses that carry an IPv4 address (mapped, NAT64 ``64:ff9b::/96``, 6to4) when the IPv4
@@ -27,6 +31,7 @@ import asyncio
 import ipaddress
 import socket
 import typing
+from types import ModuleType
 from typing import Awaitable, Callable
 
 import httpcore
@@ -40,6 +45,23 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 class NonPublicAddress(Exception):
     """A host name resolved to an address the tool may not reach."""
+
+
+def non_public_in(exc: BaseException) -> NonPublicAddress | None:
+    """The ``NonPublicAddress`` behind ``exc``: itself, a cause or context, or inside an
+    exception group (a client library may wrap the backend's refusal in its own errors)."""
+    pending, seen = [exc], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, NonPublicAddress):
+            return current
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+    return None
 
 
 def is_public(address: str) -> bool:
@@ -71,10 +93,13 @@ class CheckedBackend(AsyncNetworkBackend):
     """An httpcore network backend that resolves, checks and dials (module docstring)."""
 
     def __init__(self, *, allow_private: bool, resolver: Resolver = system_resolver,
-                 inner: AsyncNetworkBackend | None = None) -> None:
+                 inner: AsyncNetworkBackend | None = None, core: ModuleType = httpcore) -> None:
+        """``core``: the httpcore module whose pool this backend serves (httpcore or httpcore2)."""
         self._allow_private = allow_private
         self._resolve = resolver
-        self._inner = inner or httpcore.AnyIOBackend()
+        self._core = core
+        self._connect_errors = (core.ConnectError, core.ConnectTimeout)
+        self._inner = inner or core.AnyIOBackend()
 
     async def connect_tcp(
         self,
@@ -91,20 +116,20 @@ class CheckedBackend(AsyncNetworkBackend):
                 return await self._inner.connect_tcp(
                     address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
                 )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+            except self._connect_errors as exc:
                 failure = exc
-        raise failure or httpcore.ConnectError(f"{host} has no address")
+        raise failure or self._core.ConnectError(f"{host} has no address")
 
     async def _addresses(self, host: str, port: int, timeout: float | None) -> list[str]:
         try:
             async with asyncio.timeout(timeout):
                 addresses = await self._resolve(host, port)
         except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(f"resolving {host} took longer than {timeout}s") from exc
+            raise self._core.ConnectTimeout(f"resolving {host} took longer than {timeout}s") from exc
         except OSError as exc:
-            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
+            raise self._core.ConnectError(f"cannot resolve {host}: {exc}") from exc
         if not addresses:
-            raise httpcore.ConnectError(f"{host} has no address")
+            raise self._core.ConnectError(f"{host} has no address")
         if not self._allow_private:
             for address in addresses:
                 if not is_public(address):
@@ -118,7 +143,7 @@ class CheckedBackend(AsyncNetworkBackend):
         self, path: str, timeout: float | None = None,
         socket_options: typing.Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> AsyncNetworkStream:
-        raise httpcore.ConnectError("unix sockets are not an HTTP tool's egress")
+        raise self._core.ConnectError("unix sockets are not an HTTP tool's egress")
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)

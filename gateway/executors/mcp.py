@@ -10,6 +10,12 @@ injected credentials never share a process or connection with another's: ``env``
 go into the stdio server's environment (otherwise clean: the SDK's safe defaults, the
 upstream's ``env``), ``header`` credentials into the HTTP requests.
 
+An HTTP upstream is dialled like an HTTP tool (``gateway.executors.egress_backend``): its host
+name is resolved once and refused (``egress_denied``) if it resolves to a loopback, private,
+link-local or other non-public address, unless the upstream sets ``allow_private_network``;
+an IP literal in ``url`` is dialled as written. So a rebound name cannot carry the upstream's
+header credentials to the metadata service or another host inside the network.
+
 Every session lists the upstream's tools. The first listing seen by this process is the
 baseline; any later difference (tools added, removed, or their description / schema changed)
 is logged as ``mcp_upstream_tools_changed``. A descriptor's remote tool whose definition changed
@@ -30,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.codes import Code
 from gateway.executors.base import ExecRequest, ExecResult
+from gateway.executors.egress_backend import CheckedBackend, Resolver, non_public_in, system_resolver
 
 log = structlog.get_logger("toolgate.mcp")
 
@@ -51,6 +58,9 @@ class UpstreamConfig(BaseModel):
     """http: the MCP endpoint."""
     headers: dict[str, str] = Field(default_factory=dict)
     """http: fixed request headers."""
+    allow_private_network: bool = False
+    """http: let ``url``'s host name resolve to a loopback or private address (an upstream inside
+    the network); otherwise such a name is ``egress_denied``. An IP literal is always dialled."""
     pin_tools: bool = True
     """Refuse a remote tool whose definition changed since this process first listed it."""
 
@@ -81,9 +91,11 @@ def tool_fingerprints(tools: list[Any]) -> dict[str, str]:
 
 
 class McpExecutor:
-    def __init__(self, upstreams: Mapping[str, UpstreamConfig], base_dir: str = ".") -> None:
+    def __init__(self, upstreams: Mapping[str, UpstreamConfig], base_dir: str = ".", *,
+                 resolver: Resolver = system_resolver) -> None:
         self._upstreams = dict(upstreams)
         self._base_dir = base_dir
+        self._resolver = resolver
         self._baseline: dict[str, dict[str, str]] = {}
         self._last: dict[str, dict[str, str]] = {}
 
@@ -100,6 +112,10 @@ class McpExecutor:
         try:
             return await self._call(ex.server, upstream, remote, request)
         except Exception as exc:  # transport and protocol failures of the upstream, reported as data
+            refused = non_public_in(exc)
+            if refused is not None:
+                log.warning("mcp_upstream_egress_denied", upstream=ex.server, error=str(refused))
+                return ExecResult.failure(Code.EGRESS_DENIED.value, f"MCP upstream {ex.server}: {refused}")
             log.warning("mcp_upstream_failed", upstream=ex.server, error_type=type(exc).__name__)
             return ExecResult.failure(Code.TOOL_ERROR.value, f"MCP upstream {ex.server} failed: {type(exc).__name__}",
                                       retryable=True)
@@ -126,13 +142,22 @@ class McpExecutor:
             env = {**upstream.env, **(dict(creds.env) if creds is not None else {})}
             cwd = str((Path(self._base_dir) / upstream.cwd).resolve()) if upstream.cwd else None
             return StdioServerParameters(command=upstream.command, args=upstream.args, env=env, cwd=cwd)
-        import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
         headers = {**upstream.headers, **(dict(creds.headers) if creds is not None else {})}
-        http = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=headers, timeout=request.timeout, trust_env=False))
+        http = await stack.enter_async_context(self._http_client(upstream, headers, request.timeout))
         return streamable_http_client(upstream.url, http_client=http)
+
+    def _http_client(self, upstream: UpstreamConfig, headers: dict[str, str], timeout: float) -> Any:
+        import httpcore2
+        import httpx2
+
+        transport = httpx2.AsyncHTTPTransport(trust_env=False)
+        # as in gateway.executors.http: the pool takes no backend argument through httpx2, so its
+        # attribute is set; tests/executors/test_mcp.py fails if a rebound name gets through
+        transport._pool._network_backend = CheckedBackend(  # type: ignore[attr-defined]
+            allow_private=upstream.allow_private_network, resolver=self._resolver, core=httpcore2)
+        return httpx2.AsyncClient(headers=headers, timeout=timeout, trust_env=False, transport=transport)
 
     def _check_listing(self, name: str, upstream: UpstreamConfig, remote: str, tools: list[Any]) -> ExecResult | None:
         seen = tool_fingerprints(tools)

@@ -95,6 +95,26 @@ def http_server():
 
 
 @pytest.fixture
+def fake_resolver():
+    """Factory: a resolver that answers from a table and records the names it was asked.
+
+    DNS is outside the system; tests that need a name to resolve somewhere it does not on
+    this machine (a rebinding answer) hand the executor one of these."""
+
+    def make(answers: dict[str, list[str]]):
+        asked: list[str] = []
+
+        async def resolve(host: str, port: int) -> list[str]:
+            asked.append(host)
+            return answers[host]
+
+        resolve.asked = asked  # type: ignore[attr-defined]
+        return resolve
+
+    return make
+
+
+@pytest.fixture
 def make_tool():
     from gateway.config import ToolConfig
 

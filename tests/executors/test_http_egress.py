@@ -1,9 +1,9 @@
 """The HTTP executor checks the address it dials, not only the name in the URL.
 
 Real sockets to a real local server. Where a test needs a name to resolve somewhere it
-does not on this machine (a rebinding answer), the executor is given a resolver: DNS is
-outside the system; what is under test is that the executor refuses what it is told and
-dials exactly what it checked.
+does not on this machine (a rebinding answer), the executor is given a resolver
+(``fake_resolver``): DNS is outside the system; what is under test is that the executor
+refuses what it is told and dials exactly what it checked.
 """
 
 from __future__ import annotations
@@ -17,17 +17,6 @@ from gateway.executors.http import HttpExecutor
 def _tool(make_tool, url, hosts, **options):
     executor = {"kind": "http", "url": url, "allowed_hosts": hosts, "options": {"allow_plain_http": True, **options}}
     return make_tool("fetch", executor=executor)
-
-
-def _resolver(answers: dict[str, list[str]]):
-    asked: list[str] = []
-
-    async def resolve(host: str, port: int) -> list[str]:
-        asked.append(host)
-        return answers[host]
-
-    resolve.asked = asked  # type: ignore[attr-defined]
-    return resolve
 
 
 @pytest.fixture
@@ -64,8 +53,8 @@ async def test_allow_private_network_lets_a_tool_reach_its_own_network(executor_
 
 
 async def test_an_ip_literal_on_the_list_is_dialled_without_resolving(executor_with, http_server, make_tool,
-                                                                      make_request):
-    resolver = _resolver({})
+                                                                      make_request, fake_resolver):
+    resolver = fake_resolver({})
     server = http_server()
     tool = _tool(make_tool, server.base + "/", [f"127.0.0.1:{server.port}"])
     result = await executor_with(resolver=resolver).execute(make_request(tool))
@@ -73,12 +62,12 @@ async def test_an_ip_literal_on_the_list_is_dialled_without_resolving(executor_w
     assert resolver.asked == []
 
 
-async def test_a_rebinding_answer_is_refused(executor_with, http_server, make_tool, make_request):
+async def test_a_rebinding_answer_is_refused(executor_with, http_server, make_tool, make_request, fake_resolver):
     """A public name whose DNS answer names the metadata service or an inside address."""
     server = http_server()
     for answer in (["169.254.169.254"], ["10.0.0.7"], ["93.184.215.14", "127.0.0.1"], ["::ffff:127.0.0.1"],
                    ["::1"], ["0.0.0.0"], ["64:ff9b::7f00:1"], ["2002:7f00:1::1"]):
-        resolver = _resolver({"api.example.com": answer})
+        resolver = fake_resolver({"api.example.com": answer})
         tool = _tool(make_tool, f"http://api.example.com:{server.port}/", [f"api.example.com:{server.port}"])
         result = await executor_with(resolver=resolver).execute(make_request(tool))
         assert result.error is not None and result.error.type == "egress_denied", (answer, result)
@@ -86,11 +75,11 @@ async def test_a_rebinding_answer_is_refused(executor_with, http_server, make_to
 
 
 async def test_the_connection_goes_to_the_address_that_was_checked(executor_with, http_server, make_tool,
-                                                                  make_request):
+                                                                  make_request, fake_resolver):
     """Resolved once: the name below does not exist in any DNS, so reaching the server at all
     proves the executor dialled the address it checked instead of looking the name up again."""
     server = http_server()
-    resolver = _resolver({"inside.toolgate.invalid": ["127.0.0.1"]})
+    resolver = fake_resolver({"inside.toolgate.invalid": ["127.0.0.1"]})
     tool = _tool(make_tool, f"http://inside.toolgate.invalid:{server.port}/", [f"*.toolgate.invalid:{server.port}"],
                  allow_private_network=True)
     result = await executor_with(resolver=resolver).execute(make_request(tool))

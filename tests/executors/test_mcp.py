@@ -125,3 +125,47 @@ async def test_an_http_upstream_error_is_a_tool_error_and_unlisted_tools_are_ref
     missing = await executor.execute(make_request(_tool(make_tool, "not_offered"), {}))
     assert not missing.ok and "does not offer" in missing.error.message, missing
     assert not (tmp_path / "wiped").exists()
+
+
+# -- the address an HTTP upstream dials (gateway.executors.egress_backend) ----------------
+
+
+def _named(url: str, host: str) -> str:
+    """``url`` with its 127.0.0.1 replaced by the host name ``host``."""
+    return url.replace("127.0.0.1", host, 1)
+
+
+async def test_an_http_upstream_name_resolving_to_loopback_is_egress_denied(http_upstream, make_tool, make_request):
+    """No resolver is given: ``localhost`` resolves on this machine, to a loopback address."""
+    result = await _http_executor(_named(http_upstream, "localhost")).execute(
+        make_request(_tool(make_tool, "add"), {"a": 1, "b": 2}))
+    assert not result.ok and result.error.type == "egress_denied", result
+    assert "non-public address" in result.error.message and "allow_private_network" in result.error.message
+
+
+@pytest.mark.parametrize("answer", [["169.254.169.254"], ["10.0.0.7"], ["93.184.215.14", "127.0.0.1"],
+                                    ["::ffff:127.0.0.1"], ["::1"]])
+async def test_a_rebound_http_upstream_name_is_egress_denied(
+        http_upstream, make_tool, make_request, fake_resolver, answer):
+    resolver = fake_resolver({"mcp.example.com": answer})
+    executor = McpExecutor(parse_upstreams({"notes": {"transport": "http", "url": _named(http_upstream, "mcp.example.com")}}),
+                           resolver=resolver)
+    creds = ResolvedCredentials(headers={"Authorization": "Bearer up-tok-9"}, secret_values=frozenset({"up-tok-9"}))
+    result = await executor.execute(make_request(_tool(make_tool, "auth_header"), {}, credentials=creds))
+    assert not result.ok and result.error.type == "egress_denied", result
+    assert not result.error.retryable
+    assert resolver.asked and set(resolver.asked) == {"mcp.example.com"}
+
+
+async def test_allow_private_network_dials_the_checked_address_of_an_inside_upstream(http_upstream, make_tool,
+                                                                                     make_request, fake_resolver):
+    """The name does not exist in any DNS: reaching the upstream proves the address that was
+    checked is the one dialled, and the opt-in lets an upstream inside the network through."""
+    resolver = fake_resolver({"notes.toolgate.invalid": ["127.0.0.1"]})
+    url = _named(http_upstream, "notes.toolgate.invalid")
+    executor = McpExecutor(parse_upstreams({"notes": {"transport": "http", "url": url,
+                                                      "allow_private_network": True}}), resolver=resolver)
+    result = await executor.execute(make_request(_tool(make_tool, "add"), {"a": 20, "b": 22}))
+    assert result.ok, result
+    assert result.data == {"sum": 42}
+    assert set(resolver.asked) == {"notes.toolgate.invalid"}

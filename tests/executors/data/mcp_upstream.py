@@ -48,9 +48,12 @@ def auth_header(ctx: Context) -> str:
 
 def serve_http(port_file: str) -> None:
     """Streamable HTTP on 127.0.0.1, on a port bound here first (no race for a free port);
-    the port is written to ``port_file`` once the socket listens."""
+    the port is written to ``port_file`` once the socket listens. Besides the loopback names
+    the SDK allows by default, requests may name the host ``notes.toolgate.invalid`` (the
+    egress tests reach this server by that name through a given resolver)."""
     import anyio
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -59,7 +62,11 @@ def serve_http(port_file: str) -> None:
     with open(tmp, "w") as f:
         f.write(str(sock.getsockname()[1]))
     os.replace(tmp, port_file)
-    app = server.streamable_http_app()
+    hosts = ["127.0.0.1", "localhost", "[::1]", "notes.toolgate.invalid"]
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
+                                         allowed_hosts=[f"{h}:*" for h in hosts],
+                                         allowed_origins=[f"http://{h}:*" for h in hosts])
+    app = server.streamable_http_app(transport_security=security)
     anyio.run(uvicorn.Server(uvicorn.Config(app, log_level="warning")).serve, [sock])
 
 

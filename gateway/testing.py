@@ -2,6 +2,8 @@
 
 - ``start_gateway(config)``: an in-process gateway on 127.0.0.1, port 0.
 - ``GatewayProcess``: the real ``toolgate serve`` in a subprocess (for CLI and restart tests).
+- ``next_event_about(stream, approval_id)``: the next event of an ``Approvals.Watch`` stream
+  about one request, within a time limit.
 - A few python tools with observable side effects: ``count_call`` appends a line per execution
   to ``<sandbox>/calls.log``; ``sleep`` waits ``seconds``; ``echo`` returns its args.
 """
@@ -21,6 +23,22 @@ from typing import Any
 
 from gateway.config import Config, load_config
 from gateway.executors.base import ExecRequest
+
+
+async def next_event_about(stream: Any, approval_id: str, within: float = 10.0) -> Any:
+    """The next ``ApprovalEvent`` on a grpc.aio ``Watch`` stream about ``approval_id`` (events
+    about other requests are skipped); ``asyncio.TimeoutError`` if none comes ``within`` s."""
+    import grpc
+
+    async def read() -> Any:
+        while True:
+            event = await stream.read()
+            if event is grpc.aio.EOF:
+                raise AssertionError("the watch stream ended")
+            if event.approval.approval_id == approval_id:
+                return event
+
+    return await asyncio.wait_for(read(), within)
 
 
 @dataclass

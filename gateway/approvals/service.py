@@ -11,6 +11,7 @@ Errors raised to the servicer (one root, ``ApprovalError``)::
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from datetime import datetime, timezone
@@ -161,7 +162,8 @@ class ApprovalService:
             self._event("approval_repeated", rec, Code.APPROVAL_PENDING, approver=verified.issuer, jti=verified.jti)
             return rec
         if len(vote.approvers) >= rec.quorum:
-            self._event("approved", rec, Code.OK, approver=verified.issuer, kid=verified.kid, jti=verified.jti,
+            voted = dataclasses.replace(rec, approvers=vote.approvers)  # watchers hear the vote that made quorum
+            self._event("approved", voted, Code.OK, approver=verified.issuer, kid=verified.kid, jti=verified.jti,
                         approvers=list(vote.approvers), quorum=rec.quorum)
             return await self._grant(rec, vote.approvers)
         new = await self.store.transition_approval(

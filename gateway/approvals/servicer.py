@@ -15,6 +15,7 @@ import grpc
 
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
+from gateway.approvals.follow import Follower
 from gateway.approvals.service import ApprovalError, ApprovalService, NotFound, PermissionDenied, Refusal, is_requester
 from gateway.auth import require_identity
 from gateway.codes import Code
@@ -88,25 +89,15 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
         def match(rec: ApprovalRecord) -> bool:
             return (not one or rec.approval_id == one) and self._svc.visible(identity, rec)
 
-        with self._svc.events.subscribe(match) as sub:
+        with self._svc.events.subscribe(match) as sub:  # before the snapshot: nothing falls between
+            current = [await self._svc.get(identity, one)] if one else await self._svc.list(identity)
+            follower = Follower(self._svc, identity, one, tick=_WATCH_TICK)
+            follower.know(current)
             if request.include_current:
-                current = [await self._svc.get(identity, one)] if one else await self._svc.list(identity)
                 for rec in current:
                     yield pb.ApprovalEvent(type="current", approval=record_to_proto(rec, identity))
-            async for event_type, rec in self._events(sub, identity, one):
+            async for event_type, rec in follower.events(sub):
                 yield pb.ApprovalEvent(type=event_type, approval=record_to_proto(rec, identity))
-
-    async def _events(self, sub: Any, identity: Identity, one: str) -> AsyncIterator[tuple[str, ApprovalRecord]]:
-        """Published events; for a single request also its expiry (nothing publishes it otherwise)."""
-        while not sub.closed:
-            event = await sub.next(_WATCH_TICK)
-            if event is not None:
-                yield event.type, event.record
-                continue
-            if one:
-                rec = await self._svc.store.get_approval(one)
-                if rec is not None:
-                    await self._svc.expire_if_due(rec)  # when due, publishes "expired" to this subscription
 
     async def _call(self, context: grpc.aio.ServicerContext, awaitable: Any) -> Any:
         try:

@@ -119,6 +119,12 @@ class Client:
         md = (("x-api-key", APPROVER_KEYS[as_]),) if as_ else self.metadata
         return await self.approvals.Get(pb.GetApprovalRequest(approval_id=approval_id), metadata=md, timeout=10)
 
+    def watch(self, approval_id: str = "", *, as_: str = "", include_current: bool = False, timeout: float = 60):
+        """An ``Approvals.Watch`` stream: one request's (as the agent) or, with ``as_``, every request."""
+        md = (("x-api-key", APPROVER_KEYS[as_]),) if as_ else self.metadata
+        request = pb.WatchApprovalsRequest(approval_id=approval_id, include_current=include_current)
+        return self.approvals.Watch(request, metadata=md, timeout=timeout)
+
     async def approve(self, a: pb.Approval, approver: str) -> pb.Approval:
         """Sign an approval of ``a`` with the demo approver's key (as the CLI does) and submit it."""
         token = sign_approval(a, approver)

@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from gateway.audit import iter_steps
+from gateway.testing import next_event_about
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -61,3 +62,39 @@ async def test_changed_arguments_with_a_grant_are_refused_on_another_replica(clu
     changed = await clients[0].call("count_approved", {"key": key + "-changed"}, approval_grant=grant)
     assert changed.code == "approval_args_mismatch", changed
     assert cluster.executions(key + "-changed") == []
+
+
+async def test_a_watch_hears_what_happens_through_other_replicas(cluster, clients):
+    """The approver watches on replica 2, the agent requests on 0 and watches there, the
+    approval is submitted on 1 and the grant executed on 2: each watcher hears every step,
+    once, though no step went through the replica it is connected to."""
+    key = f"watch-{uuid.uuid4().hex[:8]}"
+    approver = clients[2].watch(as_="bob")
+    try:
+        resp = await clients[0].call("count_approved", {"key": key})
+        assert resp.code == "approval_required", resp
+        approval_id = resp.approval_required.approval_id
+        requested = await next_event_about(approver, approval_id)
+        assert (requested.type, requested.approval.status) == ("requested", "pending")
+
+        agent = clients[0].watch(approval_id, include_current=True)
+        try:
+            current = await next_event_about(agent, approval_id)
+            assert (current.type, current.approval.status) == ("current", "pending")
+            await clients[1].approve(await clients[1].get(approval_id, as_="alice"), "alice")
+            granted = await next_event_about(agent, approval_id)
+            assert (granted.type, granted.approval.status) == ("granted", "approved") and granted.approval.grant
+            seen_by_approver = await next_event_about(approver, approval_id)
+            assert (seen_by_approver.type, seen_by_approver.approval.status) == ("granted", "approved")
+
+            done = await clients[2].call("count_approved", {"key": key}, approval_grant=granted.approval.grant)
+            assert done.code == "ok", done
+            executed = await next_event_about(agent, approval_id)
+            assert (executed.type, executed.approval.status) == ("executed", "executed")
+            assert (await next_event_about(approver, approval_id)).type == "executed"
+            with pytest.raises(asyncio.TimeoutError):  # nothing is heard twice
+                await next_event_about(agent, approval_id, within=2.5)
+        finally:
+            agent.cancel()
+    finally:
+        approver.cancel()

@@ -1,11 +1,16 @@
-"""``toolgate audit verify FILE``: check the audit log's hash chain."""
+"""``toolgate audit verify FILE...`` checks hash chains; ``toolgate audit search FILE...``
+finds records (``gateway.audit_search``)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from datetime import datetime, timezone
+from pathlib import Path
 
-from gateway.audit import verify_file
+from gateway.audit import iter_steps, verify_file
+from gateway.audit_search import Criteria, Search
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -13,21 +18,80 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     verbs = p.add_subparsers(dest="audit_verb", metavar="VERB", required=True)
     v = verbs.add_parser(
         "verify", help="verify the hash chain",
-        description="Check seq, prev_hash and hash of every record (and the .head anchor). "
-        "Prints the first broken record and exits 1 if the log was edited, reordered or truncated.",
+        description="Check seq, prev_hash and hash of every record (and the .head anchor) of each log "
+        "(with workers: N, one per worker: audit.w0.jsonl, ...). Prints the first broken record and exits 1 "
+        "if a log was edited, reordered or truncated.",
     )
-    v.add_argument("file", help="the audit log (JSON lines)")
+    v.add_argument("files", nargs="+", metavar="FILE", help="audit logs (JSON lines)")
     v.set_defaults(func=run_verify)
+    s = verbs.add_parser(
+        "search", help="find the records of calls, decisions and approvals",
+        description="Print the records (JSON lines, as stored) that match every option given, merged "
+        "across the logs in time order. A call's later records match through its decision id, so "
+        "--agent X shows X's calls whole. Exits 1 when nothing matched. Example: "
+        "toolgate audit search data/audit.jsonl --agent demo-agent --code policy_denied --since 2026-11-01",
+    )
+    s.add_argument("files", nargs="+", metavar="FILE", help="audit logs (JSON lines)")
+    s.add_argument("--decision-id", default="", help="one call's records (and its approval's events)")
+    s.add_argument("--tool", default="", help="records about this tool")
+    s.add_argument("--code", default="", help="records with this outcome code, the record's or a step's "
+                   "(e.g. policy_denied, approval_args_mismatch)")
+    s.add_argument("--tenant", default="", help="calls (and approval events) of this tenant")
+    s.add_argument("--agent", default="", help="calls of this agent")
+    s.add_argument("--user", default="", help="calls on behalf of this user")
+    s.add_argument("--since", type=_time, metavar="TIME", help="not before TIME (ISO 8601, UTC if no zone; or epoch s)")
+    s.add_argument("--until", type=_time, metavar="TIME", help="not after TIME")
+    s.add_argument("--steps", action="store_true", help="one line per step instead of per record")
+    s.set_defaults(func=run_search)
+
+
+def _time(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither ISO 8601 nor epoch seconds") from None
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _missing(files: list[str]) -> list[str]:
+    missing = [f for f in files if not Path(f).is_file()]
+    for f in missing:
+        print(f"toolgate: no such file: {f}", file=sys.stderr)
+    return missing
 
 
 def run_verify(ns: argparse.Namespace) -> int:
-    try:
-        report = verify_file(ns.file)
-    except FileNotFoundError:
-        print(f"toolgate: no such file: {ns.file}", file=sys.stderr)
+    if _missing(ns.files):
         return 2
-    if report.ok:
-        print(f"ok: {report.records} records, chain intact")
-        return 0
-    print(f"BROKEN at line {report.line}: {report.reason} ({report.records} records verified before it)")
-    return 1
+    broken = 0
+    for name in ns.files:
+        report = verify_file(name)
+        prefix = f"{name}: " if len(ns.files) > 1 else ""
+        if report.ok:
+            print(f"{prefix}ok: {report.records} records, chain intact")
+        else:
+            broken += 1
+            print(f"{prefix}BROKEN at line {report.line}: {report.reason} "
+                  f"({report.records} records verified before it)")
+    return 1 if broken else 0
+
+
+def run_search(ns: argparse.Namespace) -> int:
+    if _missing(ns.files):
+        return 2
+    criteria = Criteria(decision_id=ns.decision_id, tool=ns.tool, code=ns.code, tenant=ns.tenant, agent=ns.agent,
+                        user=ns.user, since=ns.since, until=ns.until)
+    search = Search(criteria)
+    found = search.run(Path(f) for f in ns.files)
+    for item in (iter_steps(found) if ns.steps else found):
+        print(json.dumps(item, ensure_ascii=False, separators=(",", ":")))
+    for where in search.skipped[:5]:
+        print(f"toolgate: skipped a line that is not an audit record: {where}", file=sys.stderr)
+    if len(search.skipped) > 5:
+        print(f"toolgate: ... and {len(search.skipped) - 5} more", file=sys.stderr)
+    print(f"{search.matched} of {search.read} records matched", file=sys.stderr)
+    return 0 if search.matched else 1

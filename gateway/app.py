@@ -33,7 +33,8 @@ class GatewayApp:
         self.config = config
         config.data_path.mkdir(parents=True, exist_ok=True)
         audit_path = config.audit_path if worker is None else worker_audit_path(config.audit_path, worker)
-        self.audit = AuditLog(audit_path, fsync=config.audit.fsync, gateway_id=config.gateway_id)
+        self.audit = AuditLog(audit_path, fsync=config.audit.fsync, gateway_id=config.gateway_id,
+                              rotate_bytes=config.audit.rotate_bytes)
         self.authenticator = Authenticator(config.identities)
         self.tools = ToolRegistry(config.tools)
         self.engine = engine or build_engine(config)

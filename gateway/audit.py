@@ -9,6 +9,14 @@ the end is detected too. ``verify_file`` reports the first broken record.
 Records never hold secrets; arguments appear only when the policy asked for ``audit: full``.
 One writer per file: give each replica its own path.
 
+Rotation (``rotate_bytes``): once the log reaches that size, at the end of a call, the file
+is renamed ``<log>.<seq of its last record, 12 digits>`` and a fresh ``<log>`` begins with an
+``audit_rotated`` record that goes on with the chain (next seq, ``prev_hash`` = the last
+record's hash) and names the file it follows. So each file verifies alone — a file may start
+after seq 1 only with that record — and consecutive files verify together
+(``verify_segments``): a missing file in between is a gap in seq. A gateway that stopped
+between the rename and that first record finishes the rotation when it starts again.
+
 Not through structlog (DESIGN.md says it is): a record is written on every stage of every
 call, and structlog's bound-logger machinery (context copy, processor chain, proxy call)
 cost ~8 µs of the ~18 µs a record took, with nothing in it the chain needs. Operational
@@ -26,7 +34,12 @@ from json import encoder as _json_encoder
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+import structlog
+
+log = structlog.get_logger("toolgate.audit")
+
 GENESIS = "sha256:" + "0" * 64
+ROTATED = "audit_rotated"
 _HEAD_WIDTH = 128  # bytes of the head file: its JSON padded with spaces (seq up to 20 digits fits)
 
 
@@ -68,6 +81,24 @@ class _ChainedFile:
         self._head_fd = os.open(self._head, os.O_WRONLY | os.O_CREAT, 0o644)
         self._dirty = False
 
+    def size(self) -> int:
+        return self._file.tell()
+
+    def rotate(self) -> str:
+        """Rename the log to ``<log>.<seq>`` and open a fresh one; the name it now has."""
+        self.flush()
+        self._file.close()
+        target = self.path.with_name(f"{self.path.name}.{self.seq:012d}")
+        try:
+            if target.exists():
+                raise FileExistsError(f"{target} exists")
+            os.rename(self.path, target)
+            if self.fsync:
+                _fsync_dir(self.path.parent)
+        finally:  # renamed or not, records go on into a file at the log's path
+            self._file = open(self.path, "ab", buffering=1024 * 1024)
+        return target.name
+
     def msg(self, line: bytes) -> None:
         self._file.write(line + b"\n")
         self._dirty = True
@@ -95,10 +126,13 @@ class _ChainedFile:
 class AuditLog:
     """Write chained audit records. ``record`` is synchronous and cheap; ``flush`` once per call."""
 
-    def __init__(self, path: str | Path, *, fsync: bool = False, gateway_id: str = "") -> None:
+    def __init__(self, path: str | Path, *, fsync: bool = False, gateway_id: str = "", rotate_bytes: int = 0) -> None:
         self.path = Path(path)
         self._sink = _ChainedFile(self.path, fsync)
         self._gateway_id = gateway_id
+        self._rotate_bytes = rotate_bytes
+        if self._sink.seq and self._sink.size() == 0:  # stopped between a rotation's rename and its record
+            self._rotated(self.path.with_name(f"{self.path.name}.{self._sink.seq:012d}").name)
 
     def record(self, stage: str, *, decision_id: str = "", code: str = "", **fields: Any) -> None:
         """Append one record: ``stage`` names the step, ``code`` its outcome."""
@@ -119,15 +153,27 @@ class AuditLog:
         """Hand buffered records to the OS (and fsync when configured); ``anchor=False``
         leaves the head file for the next flush (a write-ahead record mid-call)."""
         self._sink.flush(anchor)
+        if anchor and self._rotate_bytes and self._sink.size() >= self._rotate_bytes:
+            try:
+                name = self._sink.rotate()
+            except OSError as exc:  # the records are written; this file just grows on
+                log.warning("audit_rotation_failed", path=str(self.path), error=str(exc)[:300])
+                return
+            self._rotated(name)
+
+    def _rotated(self, previous: str) -> None:
+        self.record(ROTATED, code="ok", previous_file=previous, previous_seq=self._sink.seq)
+        self._sink.flush()
 
     def close(self) -> None:
         self._sink.close()
 
 
 def _tail_state(path: Path) -> tuple[int, str]:
-    """seq and hash of the last complete record, to continue the chain after a restart."""
+    """seq and hash of the last complete record, to continue the chain after a restart (for an
+    empty log after a rotation's rename: the head's, when the renamed file is there)."""
     if not path.exists() or path.stat().st_size == 0:
-        return 0, GENESIS
+        return _head_after_rename(path)
     with open(path, "rb") as f:
         f.seek(0, os.SEEK_END)
         size = f.tell()
@@ -141,6 +187,25 @@ def _tail_state(path: Path) -> tuple[int, str]:
         except (ValueError, KeyError, TypeError):
             continue
     return 0, GENESIS
+
+
+def _head_after_rename(path: Path) -> tuple[int, str]:
+    try:
+        anchor = json.loads(path.with_name(path.name + ".head").read_text())
+        seq, digest = int(anchor["seq"]), str(anchor["hash"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0, GENESIS
+    if seq > 0 and path.with_name(f"{path.name}.{seq:012d}").exists():
+        return seq, digest
+    return 0, GENESIS
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def iter_steps(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -167,12 +232,20 @@ class VerifyReport:
     records: int
     line: int = 0
     reason: str = ""
+    first_seq: int = 0
+    """1, or where a rotated log's successor goes on (0: no records)."""
+    last_seq: int = 0
+    first_prev_hash: str = ""
+    last_hash: str = ""
 
 
 def verify_file(path: str | Path) -> VerifyReport:
-    """Check the chain; the report names the first broken line and why."""
+    """Check the chain; the report names the first broken line and why. A file may start
+    after seq 1 only with an ``audit_rotated`` record (module docstring); whether it goes on
+    from the file before it is ``verify_segments``' to check."""
     path = Path(path)
     prev_hash, seq, count = GENESIS, 0, 0
+    first_seq, first_prev = 0, GENESIS
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             if not raw.endswith(b"\n"):
@@ -183,6 +256,10 @@ def verify_file(path: str | Path) -> VerifyReport:
                 return VerifyReport(False, count, lineno, "not valid JSON")
             if not isinstance(rec, dict) or "hash" not in rec or "seq" not in rec:
                 return VerifyReport(False, count, lineno, "not an audit record (no seq/hash)")
+            if count == 0 and rec.get("stage") == ROTATED and type(rec["seq"]) is int and rec["seq"] > 1:
+                seq, prev_hash = rec["seq"] - 1, str(rec.get("prev_hash"))  # goes on from the file before
+            if count == 0:
+                first_seq, first_prev = seq + 1, prev_hash
             if rec["seq"] != seq + 1:
                 return VerifyReport(False, count, lineno, f"seq {rec['seq']} follows {seq}: a record is missing or out of order")
             if rec.get("prev_hash") != prev_hash:
@@ -200,4 +277,39 @@ def verify_file(path: str | Path) -> VerifyReport:
             return VerifyReport(
                 False, count, count + 1, f"log ends at seq {seq} but the head says {anchor.get('seq')}: truncated"
             )
-    return VerifyReport(True, count)
+    return VerifyReport(True, count, first_seq=first_seq, last_seq=seq, first_prev_hash=first_prev, last_hash=prev_hash)
+
+
+def verify_segments(paths: Iterable[str | Path]) -> list[tuple[Path, VerifyReport]]:
+    """``verify_file`` for each, in the order given, and for the files of one rotated log
+    (``<log>.<seq>`` … ``<log>``) among them, that each goes on exactly from the one before:
+    a missing file is a gap in seq, a replaced one a prev_hash that does not match."""
+    reports = [(Path(p), verify_file(p)) for p in paths]
+    chains: dict[Path, list[tuple[int, int]]] = {}
+    for i, (path, _) in enumerate(reports):
+        base, order = _segment_of(path)
+        chains.setdefault(base, []).append((order, i))
+    for members in chains.values():
+        ordered = [i for _, i in sorted(members)]
+        for before, after in zip(ordered, ordered[1:]):
+            (a_path, a), (b_path, b) = reports[before], reports[after]
+            if not (a.ok and b.ok and a.records and b.records):
+                continue
+            if b.first_seq != a.last_seq + 1:
+                reason = (f"starts at seq {b.first_seq} but {a_path.name} ends at {a.last_seq}: "
+                          f"records {a.last_seq + 1}-{b.first_seq - 1} are missing" if b.first_seq > a.last_seq + 1
+                          else f"starts at seq {b.first_seq}, inside {a_path.name} (seq {a.first_seq}-{a.last_seq})")
+                reports[after] = (b_path, VerifyReport(False, 0, 1, reason))
+            elif b.first_prev_hash != a.last_hash:
+                reports[after] = (b_path, VerifyReport(False, 0, 1, f"does not go on from {a_path.name}: "
+                                                                   "its first prev_hash is not that file's last hash"))
+    return reports
+
+
+def _segment_of(path: Path) -> tuple[Path, int]:
+    """(the log's path, position): ``<log>.<12 digits>`` is a rotated file of ``<log>``."""
+    path = path.resolve()
+    stem, _, suffix = path.name.rpartition(".")
+    if stem and len(suffix) == 12 and suffix.isdigit():
+        return path.with_name(stem), int(suffix)
+    return path, 1 << 62

@@ -174,6 +174,10 @@ class AuditConfig(_Strict):
     """Audit log file (default <data dir>/audit.jsonl)."""
     fsync: bool = False
     """fsync after every call's records (slower, survives power loss)."""
+    rotate_bytes: int = Field(default=0, ge=0)
+    """Start a new file once the log reaches this size (0: never). The full file is renamed
+    ``<path>.<last seq, 12 digits>`` and the chain goes on in a fresh ``<path>`` (see
+    gateway.audit); deleting old files is the operator's retention."""
 
 
 class TLSConfig(_Strict):

@@ -9,7 +9,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gateway.audit import iter_steps, verify_file
+from gateway.audit import iter_steps, verify_segments
 from gateway.audit_search import Criteria, Search
 
 
@@ -19,8 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     v = verbs.add_parser(
         "verify", help="verify the hash chain",
         description="Check seq, prev_hash and hash of every record (and the .head anchor) of each log "
-        "(with workers: N, one per worker: audit.w0.jsonl, ...). Prints the first broken record and exits 1 "
-        "if a log was edited, reordered or truncated.",
+        "(with workers: N, one per worker: audit.w0.jsonl, ...). Rotated files of one log "
+        "(audit.jsonl.<seq> ... audit.jsonl) given together must go on from each other without a gap. "
+        "Prints the first broken record and exits 1 if a log was edited, reordered or truncated.",
     )
     v.add_argument("files", nargs="+", metavar="FILE", help="audit logs (JSON lines)")
     v.set_defaults(func=run_verify)
@@ -68,11 +69,11 @@ def run_verify(ns: argparse.Namespace) -> int:
     if _missing(ns.files):
         return 2
     broken = 0
-    for name in ns.files:
-        report = verify_file(name)
-        prefix = f"{name}: " if len(ns.files) > 1 else ""
+    for path, report in verify_segments(ns.files):
+        prefix = f"{path}: " if len(ns.files) > 1 else ""
         if report.ok:
-            print(f"{prefix}ok: {report.records} records, chain intact")
+            span = f" (seq {report.first_seq}-{report.last_seq})" if report.records else ""
+            print(f"{prefix}ok: {report.records} records{span}, chain intact")
         else:
             broken += 1
             print(f"{prefix}BROKEN at line {report.line}: {report.reason} "

@@ -162,7 +162,7 @@ class AuditLog:
             self._rotated(name)
 
     def _rotated(self, previous: str) -> None:
-        self.record(ROTATED, code="ok", previous_file=previous, previous_seq=self._sink.seq)
+        self.record(ROTATED, code="ok", previous_file=previous)  # its seq - 1 and prev_hash: the last record there
         self._sink.flush()
 
     def close(self) -> None:

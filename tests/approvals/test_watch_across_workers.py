@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import grpc
 import pytest
 import yaml
 
-from approval_helpers import AGENT, APPROVER, Clients, write_config
+from approval_helpers import AGENT, APPROVER, OTHER_TENANT, Clients, write_config
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway.testing import next_event_about as _next, start_gateway
 
@@ -45,10 +46,10 @@ def _watch(c: Clients, approval_id: str = "", *, key: str = AGENT, include_curre
                              metadata=c.md(key), timeout=30)
 
 
-async def _request(c: Clients) -> pb.Approval:
-    resp = await c.call("count_write", ARGS)
+async def _request(c: Clients, key: str = AGENT) -> pb.Approval:
+    resp = await c.call("count_write", ARGS, key=key)
     assert resp.code == "approval_required", resp
-    return await c.get(resp.approval_required.approval_id, APPROVER["alice"])
+    return await c.get(resp.approval_required.approval_id, APPROVER["alice"] if key == AGENT else key)
 
 
 async def test_the_agents_watch_hears_the_grant_made_through_the_other_gateway(pair) -> None:
@@ -95,6 +96,35 @@ async def test_a_change_heard_in_process_is_not_heard_again_from_the_store(pair)
         assert kinds == ["approved", "granted"]
         with pytest.raises(asyncio.TimeoutError):
             await _next(stream, request.approval_id, within=2.5)
+    finally:
+        stream.cancel()
+
+
+async def test_what_the_store_read_tells_stays_within_the_tenant_and_the_grant_with_its_agent(pair) -> None:
+    """Read from the store, as from the hub: an approver hears only their own tenant's requests
+    and never sees a grant; only the requesting agent does."""
+    a, b = pair
+    stream = _watch(b, key=APPROVER["bob"])
+    heard: list[pb.ApprovalEvent] = []
+
+    async def until_granted() -> None:
+        while not heard or heard[-1].type != "granted":
+            event = await stream.read()
+            assert event is not grpc.aio.EOF
+            heard.append(event)
+
+    try:
+        await asyncio.sleep(0.2)
+        theirs = await _request(a, OTHER_TENANT)  # tenant globex, through the other gateway
+        ours = await _request(a)
+        await asyncio.sleep(1.5)  # a store read happens while both are pending
+        await a.submit(ours, "alice")
+        await asyncio.wait_for(until_granted(), 10)
+        # the vote and the grant land between two store reads: heard as the latest state
+        assert [(e.type, e.approval.approval_id) for e in heard] == [
+            ("requested", ours.approval_id), ("granted", ours.approval_id)]
+        assert heard[-1].approval.grant == ""  # the approver does not get the agent's grant
+        assert theirs.approval_id not in {e.approval.approval_id for e in heard}
     finally:
         stream.cancel()
 

@@ -45,9 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     v.add_argument("approval_id")
     v.add_argument("--json", action="store_true", help="print JSON")
     _common(v, run_show)
-    for name, func, what in (("approve", run_approve, "approval"), ("reject", run_reject, "rejection")):
-        v = verbs.add_parser(name, help=f"sign and submit {'an' if what[0] in 'aeiou' else 'a'} {what}",
-                             description=f"Fetch the request, show it, recompute its args hash and submit a signed {what}.")
+    for name, func, what in (("approve", run_approve, "an approval"), ("reject", run_reject, "a rejection")):
+        v = verbs.add_parser(name, help=f"sign and submit {what}",
+                             description=f"Fetch the request, show it, recompute its args hash and submit {what}, signed.")
         v.add_argument("approval_id")
         v.add_argument("--key", required=True, help="your Ed25519 private key (PEM), from `toolgate keys new`")
         v.add_argument("--passphrase-env", default="", metavar="VAR", help="env var holding the key's passphrase")

@@ -4,17 +4,22 @@ every change made through another worker or replica, read from the store.
 Events are published in-process (``gateway.approvals.events``), so a watcher connected to
 worker A never heard of a request made through worker B, nor of an approval submitted to B
 for a request it watched: an agent paused on approval waited for its timeout. So each stream
-also reads the store every ``tick`` seconds — its one request (``Watch`` by id), or the
-tenant's pending requests plus those it saw pending or granted — and derives the event from
-what changed since it last knew the request:
+also reads the store every ``tick`` seconds and derives the event from what changed since it
+last knew the request:
 
 - first seen pending: ``requested``; pending with new approvers: ``approved`` (a vote);
 - ``approved`` (quorum reached, grant made): ``granted``;
 - ``rejected`` / ``expired`` / ``executed``: that word.
 
-A change is heard once: when the store read told it first, the in-process event for the very
-same state is dropped. Requests past their expiry are moved to ``expired`` on the read, as
-``Get`` and ``List`` do. Several changes between two reads are heard as the latest state.
+What a read costs does not grow with the number of pending requests: ``Watch`` by id reads
+its one request; an approver's stream reads only its tenant's requests that changed since
+its last read (``Store.changed_approvals``, which re-reads the last few seconds so that no
+commit is missed) and, when one it knows reaches its expiry, that one.
+
+A change is heard once: a state the stream already knows is not heard again, whether a store
+read repeats it or the in-process event for a state a read told comes late. Requests past
+their expiry are moved to ``expired`` on the read, as ``Get`` and ``List`` do. Several changes
+between two reads are heard as the latest state.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import time
 from typing import Any, AsyncIterator
 
 from gateway.models import Identity
-from gateway.store.base import ApprovalRecord, ApprovalStatus
+from gateway.store.base import RECENT_SECONDS, ApprovalRecord, ApprovalStatus
 
 State = tuple[str, tuple[str, ...], str]
 FINAL = frozenset({ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED, ApprovalStatus.EXECUTED})
@@ -47,18 +52,24 @@ def change_event(before: State | None, rec: ApprovalRecord) -> str | None:
 class Follower:
     """One Watch stream's view of the requests it may see (module docstring)."""
 
+    PAGE = 500
+    MAX_PAGES = 20
+    """At most this many pages of changes per read; the rest waits for the next tick."""
+
     def __init__(self, service: Any, identity: Identity, approval_id: str = "", *, tick: float = 1.0) -> None:
         self._svc = service
         self._identity = identity
         self._one = approval_id
         self._tick = tick
         self._known: dict[str, tuple[State, bool]] = {}  # id -> (state, told by a store read)
-        self._finished: set[str] = set()  # final at the last read: forgotten at the next (not re-read)
+        self._expires: dict[str, float] = {}  # pending or granted requests it knows -> their expiry
+        self._forget: dict[str, float] = {}  # final ones -> when a read can no longer repeat them
+        self._since: float | None = None  # where the next read of changes starts (store clock)
 
     def know(self, recs: list[ApprovalRecord]) -> None:
         """What the stream starts from (already told, or not to be told)."""
         for rec in recs:
-            self._known[rec.approval_id] = (state(rec), True)
+            self._learn(rec, told=True)
 
     async def events(self, sub: Any) -> AsyncIterator[tuple[str, ApprovalRecord]]:
         """(event type, record) until the subscription closes."""
@@ -72,29 +83,36 @@ class Follower:
                     yield heard
                 due = time.monotonic() + self._tick
 
+    def _learn(self, rec: ApprovalRecord, *, told: bool) -> None:
+        self._known[rec.approval_id] = (state(rec), told)
+        if rec.status in FINAL:
+            self._expires.pop(rec.approval_id, None)
+            self._forget[rec.approval_id] = time.monotonic() + RECENT_SECONDS + 2 * self._tick
+        else:
+            self._expires[rec.approval_id] = rec.expires_at
+
     def _first_word(self, rec: ApprovalRecord) -> bool:
         """An in-process event is heard unless a store read already told this very state."""
-        now = state(rec)
-        told = self._known.get(rec.approval_id) == (now, True)
-        self._known[rec.approval_id] = (now, False)
+        told = self._known.get(rec.approval_id) == (state(rec), True)
+        self._learn(rec, told=False)
         return not told
 
     async def _read(self) -> list[tuple[str, ApprovalRecord]]:
-        for done in self._finished:
-            self._known.pop(done, None)
-        self._finished = set()
+        now = time.monotonic()
+        for gone in [i for i, at in self._forget.items() if at <= now]:
+            del self._forget[gone]
+            self._known.pop(gone, None)
         heard = []
         for rec in await self._records():
             if not self._svc.visible(self._identity, rec):
+                self._expires.pop(rec.approval_id, None)
                 continue
             rec = await self._svc.expire_if_due(rec)
             known = self._known.get(rec.approval_id)
             kind = change_event(known[0] if known else None, rec)
             if kind is not None:
                 heard.append((kind, rec))
-                self._known[rec.approval_id] = (state(rec), True)
-            if rec.status in FINAL and not self._one:
-                self._finished.add(rec.approval_id)
+                self._learn(rec, told=True)
         return heard
 
     async def _records(self) -> list[ApprovalRecord]:
@@ -105,11 +123,20 @@ class Follower:
                 return []
             rec = await store.get_approval(self._one)
             return [] if rec is None else [rec]
-        recs = await store.list_approvals(tenant=self._identity.tenant, status=ApprovalStatus.PENDING)
-        listed = {r.approval_id for r in recs}
-        for approval_id, (known, _) in list(self._known.items()):
-            if approval_id not in listed and known[0] not in FINAL:  # was pending or granted: what now?
-                rec = await store.get_approval(approval_id)
-                if rec is not None:
-                    recs.append(rec)
+        recs: list[ApprovalRecord] = []
+        for _ in range(self.MAX_PAGES):
+            page, self._since = await store.changed_approvals(
+                tenant=self._identity.tenant, since=self._since, limit=self.PAGE)
+            recs += page
+            if len(page) < self.PAGE:
+                break
+        # an expiry changes nothing in the store until someone reads the request: read those due
+        due = self._svc.clock()
+        changed = {r.approval_id for r in recs}
+        for approval_id in [i for i, at in self._expires.items() if at <= due and i not in changed]:
+            rec = await store.get_approval(approval_id)
+            if rec is None:
+                self._expires.pop(approval_id, None)
+            else:
+                recs.append(rec)
         return recs

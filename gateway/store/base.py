@@ -18,6 +18,10 @@ from typing import Any, Protocol, Sequence
 
 from gateway.config import Config
 
+RECENT_SECONDS = 5.0
+"""How far back a reader of ``changed_approvals`` looks again: far more than any write takes
+from its stamp to its commit."""
+
 
 class ClaimStatus(StrEnum):
     CLAIMED = "claimed"  # the caller now holds it and must execute + complete
@@ -110,6 +114,22 @@ class ApprovalStore(Protocol):
 
     async def list_approvals(self, *, tenant: str = "", status: str = "", limit: int = 500) -> list[ApprovalRecord]:
         """Newest first; "" matches any tenant / status."""
+        ...
+
+    async def changed_approvals(
+        self, *, tenant: str, since: float | None, limit: int = 500
+    ) -> tuple[list[ApprovalRecord], float]:
+        """The tenant's requests created or changed at or after ``since`` (None: in the last
+        ``RECENT_SECONDS``), oldest change first, at most ``limit``; and where to ask from next:
+        the last one's stamp when there were ``limit`` (more may follow), else the store's
+        clock now less ``RECENT_SECONDS``.
+
+        Every write stamps the row with the store's clock: the database server's for
+        PostgreSQL (one clock for all replicas), the host's for SQLite (all its workers share
+        the host). A write commits right after its stamp, so a reader that asks again from
+        there misses nothing; it re-reads what it saw and must tell repeats apart itself
+        (``gateway.approvals.follow`` compares states).
+        """
         ...
 
     async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:

@@ -34,6 +34,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from gateway.store.base import (
+    RECENT_SECONDS,
     ApprovalRecord,
     ApprovalStatus,
     BucketSpec,
@@ -47,6 +48,8 @@ from gateway.store.migrations import POSTGRES, Migration
 
 log = structlog.get_logger("toolgate.store.postgres")
 
+_DB_NOW = "extract(epoch from clock_timestamp())::double precision"
+"""The database server's clock, which stamps approval changes (``changed_approvals``)."""
 MIGRATION_LOCK = 0x746F6F6C67617465  # "toolgate": the advisory lock key for migrations
 _CLAIM_RETRIES = 5
 
@@ -196,7 +199,8 @@ class PostgresStore:
     async def create_approval(self, record: ApprovalRecord) -> None:
         async with self._connection() as conn:
             await conn.execute(
-                "INSERT INTO approvals(approval_id, status, tenant, created_at, record) VALUES (%s, %s, %s, %s, %s)",
+                "INSERT INTO approvals(approval_id, status, tenant, created_at, record, changed_at) "
+                f"VALUES (%s, %s, %s, %s, %s, {_DB_NOW})",
                 (record.approval_id, str(record.status), record.tenant, record.created_at, Jsonb(_dump(record))),
             )
 
@@ -215,6 +219,18 @@ class PostgresStore:
                 {"t": tenant, "s": str(status), "n": limit},
             )).fetchall()
         return [_load(r[0]) for r in rows]
+
+    async def changed_approvals(
+        self, *, tenant: str, since: float | None, limit: int = 500
+    ) -> tuple[list[ApprovalRecord], float]:
+        async with self._connection() as conn:
+            now = (await (await conn.execute(f"SELECT {_DB_NOW}")).fetchone())[0]  # the clock every replica shares
+            rows = await (await conn.execute(
+                "SELECT record, changed_at FROM approvals WHERE tenant = %s AND changed_at >= %s "
+                "ORDER BY changed_at LIMIT %s",
+                (tenant, now - RECENT_SECONDS if since is None else since, limit),
+            )).fetchall()
+        return [_load(r[0]) for r in rows], (rows[-1][1] if len(rows) >= limit else now - RECENT_SECONDS)
 
     async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:
         async with self._connection() as conn, conn.transaction():
@@ -247,7 +263,7 @@ class PostgresStore:
             changes["approvers"] = list(approvers)
         async with self._connection() as conn:
             row = await (await conn.execute(
-                "UPDATE approvals SET status = %s, record = record || %s "
+                f"UPDATE approvals SET status = %s, record = record || %s, changed_at = {_DB_NOW} "
                 "WHERE approval_id = %s AND status = %s RETURNING record",
                 (str(to_status), Jsonb(changes), approval_id, str(from_status)),
             )).fetchone()

@@ -30,6 +30,7 @@ import structlog
 
 from gateway.store._checkpoint import WalCheckpointer
 from gateway.store.base import (
+    RECENT_SECONDS,
     ApprovalRecord,
     ApprovalStatus,
     BucketSpec,
@@ -49,7 +50,7 @@ SCHEMA = [
         key TEXT PRIMARY KEY, tokens REAL NOT NULL, updated REAL NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS approvals (
         approval_id TEXT PRIMARY KEY, status TEXT NOT NULL, tenant TEXT NOT NULL, created_at REAL NOT NULL,
-        record TEXT NOT NULL)""",
+        record TEXT NOT NULL, changed_at REAL NOT NULL DEFAULT 0)""",
     "CREATE INDEX IF NOT EXISTS approvals_tenant_status ON approvals(tenant, status, created_at)",
     """CREATE TABLE IF NOT EXISTS approval_votes (
         jti TEXT PRIMARY KEY, approval_id TEXT NOT NULL, approver TEXT NOT NULL, created REAL NOT NULL)""",
@@ -73,11 +74,27 @@ class SQLiteStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             for stmt in SCHEMA:
                 self._db.execute(stmt)
+            self._migrate()
             self._db.execute("PRAGMA busy_timeout=0")  # from here on, lock waits are ours (see above)
             self._db.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run off the loop (_checkpoint)
             self._checkpointer = WalCheckpointer(self.path, restart_frames=wal_restart_frames)
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
+
+    def _migrate(self) -> None:
+        """Bring a file made by an earlier version up to this schema (workers may race here:
+        the check and the change run in one write transaction)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(approvals)")}
+            if "changed_at" not in columns:
+                self._db.execute("ALTER TABLE approvals ADD COLUMN changed_at REAL NOT NULL DEFAULT 0")
+                self._db.execute("UPDATE approvals SET changed_at = created_at")
+            self._db.execute("CREATE INDEX IF NOT EXISTS approvals_tenant_changed ON approvals(tenant, changed_at)")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -184,9 +201,10 @@ class SQLiteStore:
     # -- approvals ----------------------------------------------------------------------
 
     async def create_approval(self, record: ApprovalRecord) -> None:
-        await self._run(lambda: self._db.execute(
-            "INSERT INTO approvals(approval_id, status, tenant, created_at, record) VALUES (?,?,?,?,?)",
-            (record.approval_id, str(record.status), record.tenant, record.created_at, _dump(record)),
+        row = (record.approval_id, str(record.status), record.tenant, record.created_at, _dump(record))
+        await self._run(lambda: self._db.execute(  # stamped on each attempt: a lock wait cannot age it
+            "INSERT INTO approvals(approval_id, status, tenant, created_at, record, changed_at) VALUES (?,?,?,?,?,?)",
+            (*row, time.time()),
         ))
 
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
@@ -202,6 +220,19 @@ class SQLiteStore:
         rows = await self._run(lambda: self._db.execute(
             sql + " ORDER BY created_at DESC LIMIT ?", (*(v for _, v in where), limit)).fetchall())
         return [_load(r[0]) for r in rows]
+
+    async def changed_approvals(
+        self, *, tenant: str, since: float | None, limit: int = 500
+    ) -> tuple[list[ApprovalRecord], float]:
+        def read() -> tuple[list[Any], float]:
+            now = time.time()  # the host's clock, which every worker on this file shares
+            rows = self._db.execute(
+                "SELECT record, changed_at FROM approvals WHERE tenant=? AND changed_at>=? ORDER BY changed_at LIMIT ?",
+                (tenant, now - RECENT_SECONDS if since is None else since, limit)).fetchall()
+            return rows, now
+
+        rows, now = await self._run(read)
+        return [_load(r[0]) for r in rows], (rows[-1][1] if len(rows) >= limit else now - RECENT_SECONDS)
 
     async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:
         return await self._atomic(lambda: self._vote(approval_id, approver, jti, now))
@@ -239,8 +270,8 @@ class SQLiteStore:
             if approvers is not None:
                 changes["approvers"] = tuple(approvers)
             new = dataclasses.replace(old, **changes)
-            self._db.execute("UPDATE approvals SET status=?, record=? WHERE approval_id=?",
-                             (str(to_status), _dump(new), approval_id))
+            self._db.execute("UPDATE approvals SET status=?, record=?, changed_at=? WHERE approval_id=?",
+                             (str(to_status), _dump(new), time.time(), approval_id))
             return True, new
 
         return await self._atomic(step)

@@ -32,6 +32,10 @@ def _record(approval_id: str = "a-1", **kw) -> ApprovalRecord:
 @dataclasses.dataclass
 class _Service:
     store: SQLiteStore
+    now: float = T0
+
+    def clock(self) -> float:
+        return self.now
 
     def visible(self, identity: Identity, rec: ApprovalRecord) -> bool:
         return rec.tenant == identity.tenant
@@ -97,3 +101,68 @@ async def test_a_change_heard_from_the_hub_first_is_not_heard_again_from_the_sto
     assert await _heard(follower, sub, 1) == [("rejected", "a-1")]
     await store.create_approval(_record("a-2"))
     assert await _heard(follower, sub, 1) == [("requested", "a-2")]  # and not a-1 again
+
+
+class _Counting:
+    """The real store, counting what the follower reads from it."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store, self.calls, self.rows = store, 0, 0
+
+    def __getattr__(self, name: str):
+        method = getattr(self.store, name)
+
+        async def counted(*args, **kwargs):
+            got = await method(*args, **kwargs)
+            self.calls += 1
+            self.rows += len(got[0]) if name == "changed_approvals" else got is not None
+            return got
+
+        return counted
+
+
+async def test_an_approvers_reads_do_not_grow_with_the_pending_requests(tmp_path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    hub = EventHub()
+    try:
+        for i in range(1500):
+            await store.create_approval(_record(f"p-{i}"))
+        store.db.execute("UPDATE approvals SET changed_at = changed_at - 60")  # all made a minute ago
+        counting = _Counting(store)
+        with hub.subscribe(lambda rec: True) as sub:
+            follower = Follower(_Service(counting), BOB, tick=0.05)
+            follower.know(await store.list_approvals(tenant="acme", limit=5000))
+            with pytest.raises(asyncio.TimeoutError):
+                await _heard(follower, sub, 1, within=0.5)  # ~10 reads: nothing changed, nothing heard
+            assert counting.rows == 0 and 5 <= counting.calls <= 12  # one small query per read, not 1,500 gets
+            await store.transition_approval("p-7", from_status=S.PENDING, to_status=S.REJECTED, now=T0 + 1)
+            assert await _heard(follower, sub, 1) == [("rejected", "p-7")]
+    finally:
+        await store.close()
+
+
+async def test_a_known_request_is_heard_expiring_though_nothing_wrote_it(tmp_path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    hub = EventHub()
+
+    @dataclasses.dataclass
+    class Expiring(_Service):
+        async def expire_if_due(self, rec: ApprovalRecord) -> ApprovalRecord:
+            if rec.status is S.PENDING and self.now >= rec.expires_at:
+                return await self.store.transition_approval(rec.approval_id, from_status=S.PENDING,
+                                                            to_status=S.EXPIRED, now=self.now) or rec
+            return rec
+
+    try:
+        await store.create_approval(_record())
+        store.db.execute("UPDATE approvals SET changed_at = changed_at - 60")  # out of the reads' window
+        service = Expiring(store)
+        with hub.subscribe(lambda rec: True) as sub:
+            follower = Follower(service, BOB, tick=0.05)
+            follower.know([_record()])
+            with pytest.raises(asyncio.TimeoutError):
+                await _heard(follower, sub, 1, within=0.3)
+            service.now = T0 + 900  # its expiry: only a read of it moves it to expired
+            assert await _heard(follower, sub, 1) == [("expired", "a-1")]
+    finally:
+        await store.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from gateway.store.base import ApprovalRecord, ApprovalStatus, VoteStatus
+from gateway.store.base import RECENT_SECONDS, ApprovalRecord, ApprovalStatus, VoteStatus
 
 S = ApprovalStatus
 T0 = 1_800_000_000.0
@@ -104,3 +104,51 @@ async def test_concurrent_votes_over_two_replicas_count_each_approver_once(make_
     ))
     assert sum(v.status is VoteStatus.ADDED for v in votes) == 3
     assert sorted((await one.add_approval_vote("a-1", "dave", "jti-x", T0 + 99)).approvers) == ["alice", "bob", "carol", "dave"]
+
+
+async def test_changed_approvals_reads_what_changed_since_oldest_change_first(make_store):
+    one, two = make_store(), make_store()  # two replicas (or workers) over one database
+    await one.create_approval(record("a"))
+    await two.create_approval(record("b"))
+    await one.create_approval(record("x", tenant="globex"))
+    first, since = await two.changed_approvals(tenant="acme", since=None)
+    assert [r.approval_id for r in first] == ["a", "b"]  # created in the last few seconds, this tenant only
+    await asyncio.sleep(RECENT_SECONDS + 0.2)
+    assert (await one.changed_approvals(tenant="acme", since=since))[0] == first  # asked again from `since`
+    later, since = await one.changed_approvals(tenant="acme", since=None)
+    assert later == []  # nothing changed lately
+    voted = await two.transition_approval("a", from_status=S.PENDING, to_status=S.PENDING, now=T0 + 1,
+                                          approvers=("alice",))
+    changed, _ = await one.changed_approvals(tenant="acme", since=since)
+    assert changed == [voted]  # b did not change; a vote through the other replica did
+
+
+async def test_changed_approvals_pages_from_the_last_stamp(store):
+    for i in range(5):
+        await store.create_approval(record(f"a-{i}"))
+    page, since = await store.changed_approvals(tenant="acme", since=None, limit=3)
+    assert [r.approval_id for r in page] == ["a-0", "a-1", "a-2"]
+    rest, _ = await store.changed_approvals(tenant="acme", since=since, limit=3)
+    assert [r.approval_id for r in rest] == ["a-2", "a-3", "a-4"]  # the last one again: same stamp, re-read
+
+
+def test_an_sqlite_file_from_before_change_stamps_is_brought_up_to_date(tmp_path):
+    import sqlite3
+
+    from gateway.store.sqlite import SQLiteStore
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.execute("""CREATE TABLE approvals (approval_id TEXT PRIMARY KEY, status TEXT NOT NULL, tenant TEXT NOT NULL,
+                  created_at REAL NOT NULL, record TEXT NOT NULL)""")
+    db.execute("INSERT INTO approvals VALUES ('old', 'pending', 'acme', 1700000000.0, '{}')")
+    db.commit()
+    db.close()
+
+    async def reopen() -> None:
+        for _ in range(2):  # and again: the migration applies once
+            store = SQLiteStore(path)
+            assert store.db.execute("SELECT changed_at FROM approvals").fetchall() == [(1700000000.0,)]
+            await store.close()
+
+    asyncio.run(reopen())

@@ -46,4 +46,13 @@ POSTGRES: tuple[Migration, ...] = (
             "CREATE INDEX IF NOT EXISTS approval_votes_approval ON approval_votes(approval_id)",
         ),
     ),
+    Migration(
+        3,
+        "approvals stamped with the database's clock on every change (Approvals.Watch reads what changed)",
+        (
+            "ALTER TABLE approvals ADD COLUMN IF NOT EXISTS changed_at DOUBLE PRECISION NOT NULL DEFAULT 0",
+            "UPDATE approvals SET changed_at = created_at",
+            "CREATE INDEX IF NOT EXISTS approvals_tenant_changed ON approvals(tenant, changed_at)",
+        ),
+    ),
 )

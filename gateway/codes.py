@@ -11,7 +11,8 @@ from enum import StrEnum
 
 class Code(StrEnum):
     OK = "ok"
-    # resolve + arguments
+    # admission, resolve + arguments
+    PERMISSION_DENIED = "permission_denied"  # the key may not call tools (no agent role)
     UNKNOWN_TOOL = "unknown_tool"
     INVALID_ARGUMENTS = "invalid_arguments"
     INVALID_EVIDENCE = "invalid_evidence"

@@ -132,7 +132,8 @@ class IdentityConfig(_Strict):
     user: str = ""
     """The human user on whose behalf the agent acts, if any."""
     roles: list[Literal["agent", "approver", "admin"]] = Field(default_factory=lambda: ["agent"])
-    """agent: may list and call tools; approver: may list, get, approve, reject."""
+    """agent: may list and call tools (no other role may: ``permission_denied``); approver: may
+    list, get, approve, reject approval requests; admin: reserved, grants nothing yet."""
     approver: str = ""
     """For approver identities: the approver id in the keyring."""
 
@@ -195,7 +196,12 @@ class LimitsConfig(_Strict):
     max_observation_bytes: int = Field(default=64 * 1024, gt=0)
     """Observation data above this is truncated (``truncated: true``)."""
     max_concurrent_calls: int = Field(default=4096, gt=0)
-    """In-flight ExecuteTool calls per process."""
+    """In-flight ExecuteTool calls per process; past it a call is refused ``concurrency_limited``."""
+    max_watch_streams: int = Field(default=1024, gt=0)
+    """Open Approvals.Watch streams per process; past it a new one is refused (RESOURCE_EXHAUSTED)."""
+    max_public_streams: int = Field(default=64, gt=0)
+    """Open streams of each service anyone may call without a key (health Watch, reflection),
+    per process; past it a new one is refused. They never count against the limits above."""
     tenant_calls_per_minute: int = Field(default=0, ge=0)
     """Executions per tenant per minute over all its tools, across replicas (0: no tenant
     limit; tools keep their own ``rate_limit_per_minute``). Over it: ``rate_limited``."""

@@ -17,6 +17,7 @@ them back one step at a time).
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -32,12 +33,14 @@ from gateway.audit import AuditLog
 from gateway.claims import Conflict, ExecutionClaims, Replay, Won
 from gateway.codes import Code
 from gateway.config import Config
+from gateway.edge_limits import Gauge
 from gateway.execute import ExecuteStage, longest_hold
 from gateway.hooks import ApprovalGate, CredentialResolver
 from gateway.models import (
     CallContext,
     CallResult,
     EvidenceRequired,
+    FieldError,
     Identity,
     Observation,
     Outcome,
@@ -80,11 +83,19 @@ class Pipeline:
         self.approvals = approvals
         self.credentials = credentials
         self.executor = executor
+        self.in_flight = Gauge(config.limits.max_concurrent_calls)
+        """Calls in this process past authentication (``gateway.edge_limits``)."""
 
     async def execute(self, identity: Identity, call: ToolCall) -> CallResult:
         c = _Call(CallContext(str(uuid.uuid4()), identity, call, time.monotonic()))
         self._audit(c, "authenticate", Code.OK, tenant=identity.tenant, agent=identity.agent, user=identity.user)
         result: CallResult | None = None
+        refusal = _not_admitted(identity) or (None if self.in_flight.enter() else _busy(self.in_flight))
+        if refusal is not None:
+            self._audit(c, "admit", refusal.code)
+            result = self._result(c.ctx, refusal)
+            await self._finish(c, result)
+            return result
         try:
             result = await self._run(c)
             return result
@@ -97,7 +108,10 @@ class Pipeline:
                 return result
             raise
         finally:
-            await self._finish(c, result)
+            try:
+                await self._finish(c, result)
+            finally:
+                self.in_flight.leave()
 
     async def _run(self, c: _Call) -> CallResult:
         ctx = c.ctx
@@ -131,6 +145,8 @@ class Pipeline:
     async def _validate(self, c: _Call) -> Outcome | None:
         ctx, limit = c.ctx, self.config.limits.max_args_bytes
         try:
+            if envelope := _envelope_errors(ctx.call):
+                raise ArgumentsError(envelope)
             ctx.args = parse_strict(ctx.call.args_json or b"{}", max_bytes=limit)
             errors = ctx.tool.validator.errors(ctx.args)
             if errors:
@@ -282,6 +298,27 @@ class Pipeline:
         )
         c.steps = []  # only once written: a record that fails keeps its steps for the next one
         self.audit.flush(anchor=anchor)
+
+
+_PLAIN_TEXT = re.compile(r"[\x20-\x7e]{0,256}")
+
+
+def _envelope_errors(call: ToolCall) -> list[FieldError]:
+    """The caller's own labels: shown to approvers and kept in the audit, so plain text only."""
+    return [FieldError(name, "must be at most 256 printable ASCII characters (no control characters)")
+            for name in ("run_id", "idempotency_key") if not _PLAIN_TEXT.fullmatch(getattr(call, name))]
+
+
+def _not_admitted(identity: Identity) -> Refused | None:
+    if "agent" in identity.roles:
+        return None
+    return Refused(Code.PERMISSION_DENIED, (
+        f"only identities with the agent role may call tools; this key has {', '.join(sorted(identity.roles)) or 'none'}",))
+
+
+def _busy(in_flight: Gauge) -> Refused:
+    return Refused(Code.CONCURRENCY_LIMITED, (f"this gateway process has {in_flight.limit} calls in flight, its limit",),
+                   retry_after_seconds=1)
 
 
 def _derived_key(ctx: CallContext) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
@@ -16,6 +16,7 @@ from gateway import metrics, tracing
 from gateway.app import GatewayApp
 from gateway.auth import AuthenticatedServer
 from gateway.config import Config
+from gateway.edge_limits import CappedStreams
 from gateway.servicer import ToolGatewayServicer
 
 
@@ -24,17 +25,19 @@ async def create_server(config: Config, address: str | None = None, *, app: Gate
     app = app or GatewayApp(config)
     metrics.configure(config, store=app.store)  # observability: both off unless config.observability
     tracing.configure(config)
+    # no maximum_concurrent_rpcs: it would count the streams anyone may hold open (gateway.edge_limits)
     server = grpc.aio.server(
-        maximum_concurrent_rpcs=config.limits.max_concurrent_calls,
         options=[("grpc.max_receive_message_length", config.limits.max_args_bytes * 2 + 65536)],
     )
     secured = AuthenticatedServer(server, app.authenticator, app.audit)  # every toolgate.v1 method authenticates
     pb_grpc.add_ToolGatewayServicer_to_server(ToolGatewayServicer(app), secured)
     _add_approvals(secured, app)
+    public = CappedStreams(server, config.limits.max_public_streams)  # no key needed: streams counted
     health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, public)
     names = [pb.DESCRIPTOR.services_by_name[n].full_name for n in ("ToolGateway", "Approvals")]
-    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(  # enable_server_reflection wants the server itself
+        reflection.aio.ReflectionServicer([*names, health.SERVICE_NAME, reflection.SERVICE_NAME]), public)
     port = _bind(server, config, address or config.listen)
     await server.start()
     app.start_sweeper()  # idempotency outcomes past their retention

@@ -21,7 +21,10 @@ class ToolGatewayServicer(pb_grpc.ToolGatewayServicer):
         self._app = app
 
     async def ListTools(self, request: pb.ListToolsRequest, context: grpc.aio.ServicerContext) -> pb.ListToolsResponse:
-        tools = await self._app.visible_tools(require_identity())
+        identity = require_identity()
+        if "agent" not in identity.roles:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "only identities with the agent role may list tools")
+        tools = await self._app.visible_tools(identity)
         return pb.ListToolsResponse(tools=[_tool_info(t) for t in tools])
 
     async def ExecuteTool(self, request: pb.ToolCallRequest, context: grpc.aio.ServicerContext) -> pb.ToolCallResponse:

@@ -90,8 +90,8 @@ class ApprovalGate:
     async def _record(self, ctx: CallContext, approval_id: str) -> ApprovalRecord:
         rec = await self.service.store.get_approval(approval_id)
         ident = ctx.identity
-        if rec is None or rec.tenant != ident.tenant or rec.agent != ident.agent:
-            raise _Fail("unknown approval id, or the caller is not the requesting agent")
+        if rec is None or (rec.tenant, rec.agent, rec.user) != (ident.tenant, ident.agent, ident.user):
+            raise _Fail("unknown approval id, or the caller is not the requesting agent acting for the same user")
         rec = await self.service.expire_if_due(rec)
         if rec.status is S.PENDING:
             raise _Fail("approval still pending", Code.APPROVAL_PENDING,
@@ -107,7 +107,7 @@ class ApprovalGate:
         svc, ident = self.service, ctx.identity
         expected = tokens.Expected(
             audience=svc.gateway_id, approval_id=rec.approval_id, tool=ctx.tool.name, tenant=ident.tenant,
-            run_id=ctx.call.run_id, args_hash=ctx.args_hash, agent=ident.agent,
+            run_id=ctx.call.run_id, args_hash=ctx.args_hash, agent=ident.agent, user=ident.user,
         )
         limits = tokens.Limits(svc.settings.clock_skew_seconds, svc.settings.grant_ttl_seconds)
         try:

@@ -57,7 +57,9 @@ def is_approver(identity: Identity) -> bool:
 
 
 def is_requester(identity: Identity, rec: ApprovalRecord) -> bool:
-    return identity.tenant == rec.tenant and identity.agent == rec.agent and not is_approver(identity)
+    """The agent that asked, acting for the same user (two keys may share an agent id)."""
+    same = (identity.tenant, identity.agent, identity.user) == (rec.tenant, rec.agent, rec.user)
+    return same and not is_approver(identity)
 
 
 class ApprovalService:
@@ -219,7 +221,7 @@ class ApprovalService:
         groups = sorted({g for a in approvers for g in self.keyring.groups_of(a)} & set(rec.groups_any))
         claims: dict[str, Any] = {
             "iss": self.gateway_id, "sub": rec.approval_id, "aud": self.gateway_id, "tool": rec.tool,
-            "args_hash": rec.args_hash, "tenant": rec.tenant, "run_id": rec.run_id, "agent": rec.agent,
+            "args_hash": rec.args_hash, "tenant": rec.tenant, "run_id": rec.run_id, "agent": rec.agent, "user": rec.user,
             "iat": now, "nbf": now, "exp": min(now + self.settings.grant_ttl_seconds, max(now + 1, int(rec.expires_at))),
             "jti": str(uuid.uuid4()), "approvers": list(approvers), "groups": groups,
         }

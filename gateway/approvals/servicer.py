@@ -19,6 +19,7 @@ from gateway.approvals.follow import Follower
 from gateway.approvals.service import ApprovalError, ApprovalService, NotFound, PermissionDenied, Refusal, is_requester
 from gateway.auth import require_identity
 from gateway.codes import Code
+from gateway.edge_limits import Gauge, refuse_stream_message
 from gateway.models import Identity
 from gateway.servicer import timestamp
 from gateway.store.base import ApprovalRecord
@@ -30,7 +31,7 @@ _WATCH_TICK = 1.0
 def add_approvals_service(server: Any, app: Any) -> None:
     service = getattr(app.approvals, "service", None)
     if isinstance(service, ApprovalService):
-        pb_grpc.add_ApprovalsServicer_to_server(ApprovalsServicer(service), server)
+        pb_grpc.add_ApprovalsServicer_to_server(ApprovalsServicer(service, app.config.limits.max_watch_streams), server)
 
 
 def record_to_proto(rec: ApprovalRecord, identity: Identity) -> pb.Approval:
@@ -51,8 +52,9 @@ def _ts(epoch: float) -> Any:
 
 
 class ApprovalsServicer(pb_grpc.ApprovalsServicer):
-    def __init__(self, service: ApprovalService) -> None:
+    def __init__(self, service: ApprovalService, max_watch_streams: int = 1024) -> None:
         self._svc = service
+        self._watching = Gauge(max_watch_streams)
 
     async def List(self, request: pb.ListApprovalsRequest, context: grpc.aio.ServicerContext) -> pb.ListApprovalsResponse:
         identity = require_identity()
@@ -89,15 +91,21 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
         def match(rec: ApprovalRecord) -> bool:
             return (not one or rec.approval_id == one) and self._svc.visible(identity, rec)
 
-        with self._svc.events.subscribe(match) as sub:  # before the snapshot: nothing falls between
-            current = [await self._svc.get(identity, one)] if one else await self._svc.list(identity)
-            follower = Follower(self._svc, identity, one, tick=_WATCH_TICK)
-            follower.know(current)
-            if request.include_current:
-                for rec in current:
-                    yield pb.ApprovalEvent(type="current", approval=record_to_proto(rec, identity))
-            async for event_type, rec in follower.events(sub):
-                yield pb.ApprovalEvent(type=event_type, approval=record_to_proto(rec, identity))
+        if not self._watching.enter():
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                refuse_stream_message("Approvals.Watch streams", self._watching.limit))
+        try:
+            with self._svc.events.subscribe(match) as sub:  # before the snapshot: nothing falls between
+                current = [await self._svc.get(identity, one)] if one else await self._svc.list(identity)
+                follower = Follower(self._svc, identity, one, tick=_WATCH_TICK)
+                follower.know(current)
+                if request.include_current:
+                    for rec in current:
+                        yield pb.ApprovalEvent(type="current", approval=record_to_proto(rec, identity))
+                async for event_type, rec in follower.events(sub):
+                    yield pb.ApprovalEvent(type=event_type, approval=record_to_proto(rec, identity))
+        finally:
+            self._watching.leave()
 
     async def _call(self, context: grpc.aio.ServicerContext, awaitable: Any) -> Any:
         try:

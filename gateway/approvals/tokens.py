@@ -35,10 +35,11 @@ _JWS = jwt.PyJWS(algorithms=[ALGORITHM])
 
 _STR = ("iss", "sub", "aud", "tool", "args_hash", "tenant", "run_id", "jti")
 _INT = ("iat", "exp")
+_MAY_BE_EMPTY = frozenset({"run_id", "user"})  # a run or a user is optional; nothing else is
 _EXTRA: dict[str, dict[str, type]] = {
     TYP_APPROVAL: {},
     TYP_REJECTION: {"reason": str},
-    TYP_GRANT: {"agent": str, "nbf": int, "approvers": list, "groups": list},
+    TYP_GRANT: {"agent": str, "user": str, "nbf": int, "approvers": list, "groups": list},
 }
 
 
@@ -64,6 +65,7 @@ class Expected:
     groups_any: tuple[str, ...] = ()
     not_issuers: tuple[str, ...] = ()  # the requesting user and agent: no self-approval
     agent: str = ""  # grants: the requesting agent
+    user: str = ""  # grants: the user it acts for ("" for none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +159,7 @@ def _claims(payload: bytes, typ: str) -> dict[str, Any]:
     wanted: dict[str, type] = {**{k: str for k in _STR}, **{k: int for k in _INT}, **_EXTRA[typ]}
     for name, kind in wanted.items():
         value = claims.get(name)
-        if type(value) is not kind or (kind is str and not value and name != "run_id"):
+        if type(value) is not kind or (kind is str and not value and name not in _MAY_BE_EMPTY):
             raise TokenRejected(f"claim {name} missing or not a {kind.__name__}")
     if "nbf" in claims and type(claims["nbf"]) is not int:
         raise TokenRejected("claim nbf is not an integer")
@@ -180,7 +182,7 @@ def _check_time(c: dict[str, Any], now: int, limits: Limits) -> None:
 def _check_binding(c: dict[str, Any], e: Expected, typ: str) -> None:
     pairs = [("aud", e.audience), ("sub", e.approval_id), ("tool", e.tool), ("tenant", e.tenant), ("run_id", e.run_id)]
     if typ == TYP_GRANT:
-        pairs.append(("agent", e.agent))
+        pairs += [("agent", e.agent), ("user", e.user)]
     for name, want in pairs:
         if not hmac.compare_digest(c[name].encode(), want.encode()):
             raise TokenRejected(f"{name} {c[name][:64]!r} does not match {want[:64]!r}")

@@ -2,8 +2,13 @@
 
 ``approve`` and ``reject`` fetch the request, show it, recompute the args hash themselves
 from the arguments they display (strict JSON, RFC 8785) and sign that hash, never one they
-were merely told; if the server's hash differs they refuse to sign. Exit codes: 0 done,
-2 bad usage or key, 3 refused (by the gateway, or a hash mismatch), 6 transport/auth.
+were merely told; if the server's hash differs they refuse to sign. Then they ask before
+signing (``--yes``: do not ask). Exit codes: 0 done, 2 bad usage or key, 3 refused (by the
+gateway, a hash mismatch, or not confirmed), 6 transport/auth.
+
+What a request shows comes from the agent (run id, arguments) or from policy (reasons), so
+every field is printed with control and format characters escaped: an agent cannot draw a
+different review on the approver's terminal (new lines, escape sequences, bidi overrides).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import json
 import os
 import sys
 import time
+import unicodedata
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -57,6 +63,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        help="the gateway id you expect (env TOOLGATE_GATEWAY_ID); refuse if the request names another")
         if name == "reject":
             v.add_argument("--reason", required=True, help="why the call is rejected (shown to the agent)")
+        v.add_argument("--yes", action="store_true",
+                       help="sign without asking (default: show the request, then ask on the terminal)")
         _common(v, func)
     v = verbs.add_parser("watch", help="stream approval events as JSON lines")
     v.add_argument("approval_id", nargs="?", default="", help="watch one request (agents: their own only)")
@@ -85,8 +93,8 @@ def run_list(ns: argparse.Namespace) -> int:
         print(json.dumps([approval_dict(a) for a in resp.approvals], indent=2))
         return 0
     for a in resp.approvals:
-        print(f"{a.approval_id}  {a.status:<9} {a.tool:<16} agent={a.agent} groups={','.join(a.groups_any)} "
-              f"quorum={len(a.approvers)}/{a.quorum} expires={_when(a.expires_at.seconds)}")
+        print(shown(f"{a.approval_id}  {a.status:<9} {a.tool:<16} agent={a.agent} groups={','.join(a.groups_any)} "
+                    f"quorum={len(a.approvers)}/{a.quorum} expires={_when(a.expires_at.seconds)}"))
     return 0
 
 
@@ -128,6 +136,9 @@ def _sign_and_send(ns: argparse.Namespace, typ: str) -> int:
     if ns.audience and ns.audience != a.audience:
         print(f"toolgate: refusing to sign: request is for gateway {a.audience!r}, expected {ns.audience!r}", file=sys.stderr)
         return EXIT_REFUSED
+    if not ns.yes and not _confirmed("approve" if typ == tokens.TYP_APPROVAL else "reject"):
+        print("toolgate: not signed: not confirmed (answer y, or pass --yes)", file=sys.stderr)
+        return EXIT_REFUSED
     token = tokens.sign(_claims(ns, a, mine, typ), key, typ)
     request_cls, rpc = (pb.SubmitApprovalRequest, "Submit") if typ == tokens.TYP_APPROVAL else (pb.RejectApprovalRequest, "Reject")
     try:
@@ -140,6 +151,12 @@ def _sign_and_send(ns: argparse.Namespace, typ: str) -> int:
     print(json.dumps({"approval_id": out.approval_id, "status": out.status, "approvers": list(out.approvers),
                       "quorum": out.quorum}))
     return 0
+
+
+def _confirmed(verb: str) -> bool:
+    print(f"{verb} this call with exactly these arguments? [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline()
+    return answer.strip().lower() in ("y", "yes")
 
 
 def _claims(ns: argparse.Namespace, a: pb.Approval, mine: str, typ: str) -> dict[str, Any]:
@@ -211,10 +228,10 @@ def describe(a: pb.Approval) -> str:
     """What an approver reads before signing. Non-ASCII is escaped so lookalikes show."""
     text = a.args_json.decode("utf-8", "replace")
     try:
-        shown = json.dumps(json.loads(text), indent=2, ensure_ascii=True, sort_keys=True)
+        arguments = json.dumps(json.loads(text), indent=2, ensure_ascii=True, sort_keys=True)
     except ValueError:
-        shown = repr(text)
-    lines = [
+        arguments = repr(text)
+    lines = [shown(line) for line in (
         f"approval   {a.approval_id}  [{a.status}]  gateway {a.audience}",
         f"tool       {a.tool} (version {a.tool_version})",
         f"risk       side_effect={a.risk.side_effect} reversibility={a.risk.reversibility} "
@@ -225,12 +242,20 @@ def describe(a: pb.Approval) -> str:
         f"needs      {a.quorum} approver(s) from {', '.join(a.groups_any)}; so far: {', '.join(a.approvers) or 'none'}",
         f"expires    {_iso(a.expires_at.seconds)} ({_when(a.expires_at.seconds)})",
         f"args_hash  {a.args_hash}",
-    ]
+    )]
     if a.rejection_reason:
-        lines.append(f"rejected   {a.rejection_reason}")
+        lines.append(shown(f"rejected   {a.rejection_reason}"))
     if not text.isascii():
         lines.append("WARNING    the arguments contain non-ASCII characters (shown escaped): check for lookalikes")
-    return "\n".join(lines + ["arguments:", shown])
+    return "\n".join(lines + ["arguments:", arguments])
+
+
+def shown(text: str) -> str:
+    """``text`` with every control or format character (C0/C1 controls, ESC, new lines, bidi
+    overrides, zero-width characters: Unicode categories Cc, Cf, Cs, Co, Cn, Zl, Zp) escaped, so
+    what prints is what was sent."""
+    return "".join(c if unicodedata.category(c)[0] != "C" and unicodedata.category(c) not in ("Zl", "Zp")
+                   else f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}" for c in text)
 
 
 def _iso(epoch: int) -> str:

@@ -137,9 +137,9 @@ async def _approve_in_other_process(out: _Out, ns: argparse.Namespace, run_id: s
     """The approver's step, run as a separate `toolgate approvals approve` process."""
     state, _ = store.load(run_id)
     approval_id = state.pending_approvals[0].approval_id
-    out.line(f"approver (another process): toolgate approvals approve {approval_id} --key {ns.approver_key}")
+    out.line(f"approver (another process): toolgate approvals approve {approval_id} --key {ns.approver_key} --yes")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway.cli", "approvals", "approve", approval_id, "--key", ns.approver_key,
+        sys.executable, "-m", "gateway.cli", "approvals", "approve", approval_id, "--key", ns.approver_key, "--yes",
         "--api-key", ns.approver_api_key, "--target", ns.target,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     output, _ = await asyncio.wait_for(proc.communicate(), 60)

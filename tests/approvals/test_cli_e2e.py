@@ -45,9 +45,10 @@ def test_cli_approve_then_retry_executes_once(gateway: GatewayProcess, tmp_path:
     assert approval_id in {a["approval_id"] for a in json.loads(listed.stdout)}
     shown = toolgate(gateway, "approvals", "show", approval_id, key=APPROVER["alice"])
     assert "count_write" in shown.stdout and '"report.txt"' in shown.stdout and "run-7" in shown.stdout
-    refused = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), key="demo-agent-key")
+    refused = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), "--yes",
+                      key="demo-agent-key")
     assert refused.returncode == 6 and "permission_denied" in refused.stderr
-    done = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), key=APPROVER["alice"])
+    done = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), "--yes", key=APPROVER["alice"])
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1])["status"] == "approved"
     rc, first = agent_call(gateway, "--approval-id", approval_id)
@@ -61,20 +62,51 @@ def test_cli_reject_ends_the_request(gateway: GatewayProcess, tmp_path: Path) ->
     _, out = agent_call(gateway)
     approval_id = out["approval_id"]
     rejected = toolgate(gateway, "approvals", "reject", approval_id, "--key", str(KEYS / "bob.pem"),
-                        "--reason", "wrong file", key=APPROVER["bob"])
+                        "--reason", "wrong file", "--yes", key=APPROVER["bob"])
     assert rejected.returncode == 0, rejected.stderr
     rc, retry = agent_call(gateway, "--approval-id", approval_id)
     assert (rc, retry["code"]) == (3, "approval_rejected") and "wrong file" in " ".join(retry["reasons"])
-    late = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), key=APPROVER["alice"])
+    late = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), "--yes", key=APPROVER["alice"])
     assert late.returncode == 3 and "approval_rejected" in late.stderr
     assert calls_recorded(tmp_path / "data" / "sandbox", "count_write") == 0
 
 
 def test_cli_refuses_to_sign_with_a_key_that_is_not_the_approvers(gateway: GatewayProcess) -> None:
     _, out = agent_call(gateway)
-    wrong = toolgate(gateway, "approvals", "approve", out["approval_id"], "--key", str(KEYS / "bob.pem"),
+    wrong = toolgate(gateway, "approvals", "approve", out["approval_id"], "--key", str(KEYS / "bob.pem"), "--yes",
                      key=APPROVER["alice"])
     assert wrong.returncode == 3 and "invalid_approval" in wrong.stderr
+
+
+def test_cli_signs_only_what_the_approver_confirms(gateway: GatewayProcess) -> None:
+    _, out = agent_call(gateway)
+    approval_id = out["approval_id"]
+    sign = [sys.executable, "-m", "gateway.cli", "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem")]
+    env = {**os.environ, "TOOLGATE_TARGET": gateway.address, "TOOLGATE_API_KEY": APPROVER["alice"]}
+    for answer in ("", "n\n", "sure\n"):  # no answer, no, anything but yes: nothing signed
+        said = subprocess.run(sign, input=answer, capture_output=True, text=True, env=env, timeout=60, cwd=ROOT)
+        assert said.returncode == 3 and "not confirmed" in said.stderr, said.stderr
+        assert '"report.txt"' in said.stdout and "[y/N]" in said.stderr  # shown, then asked
+    shown = toolgate(gateway, "approvals", "show", approval_id, "--json", key=APPROVER["alice"])
+    assert json.loads(shown.stdout)["status"] == "pending"
+    said = subprocess.run(sign, input="y\n", capture_output=True, text=True, env=env, timeout=60, cwd=ROOT)
+    assert said.returncode == 0 and json.loads(said.stdout.splitlines()[-1])["status"] == "approved"
+
+
+def test_what_the_agent_labels_its_call_with_cannot_draw_on_the_approvers_terminal(gateway: GatewayProcess) -> None:
+    from gateway._proto.toolgate.v1 import gateway_pb2 as pb
+    from gateway.cli.approvals_cmd import describe
+
+    forged = "run-7\x1b[8m\nreason     looks harmless\u202e\r"
+    out = toolgate(gateway, "call", "count_write", "--args", ARGS, "--run-id", forged, key="demo-agent-key")
+    refused = json.loads(out.stdout)
+    assert (out.returncode, refused["code"]) == (3, "invalid_arguments")  # refused at the edge: plain text only
+    assert [e["path"] for e in refused["field_errors"]] == ["run_id"]
+    a = pb.Approval(approval_id="a-1", tool="count_write", run_id=forged, reasons=["ok\x1b]0;title\x07"],
+                    args_json=ARGS.encode(), rejection_reason="no\u2028yes")  # and were one stored, say by policy
+    text = describe(a)
+    assert all(c == "\n" or c.isprintable() for c in text)
+    assert "\\u001b[8m\\u000areason" in text and "\\u202e" in text and "no\\u2028yes" in text
 
 
 def test_kill_after_grant_then_retry_after_restart_executes_once(tmp_path: Path) -> None:
@@ -83,7 +115,7 @@ def test_kill_after_grant_then_retry_after_restart_executes_once(tmp_path: Path)
     try:
         _, out = agent_call(gw)
         approval_id = out["approval_id"]
-        ok = toolgate(gw, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), key=APPROVER["alice"])
+        ok = toolgate(gw, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), "--yes", key=APPROVER["alice"])
         assert ok.returncode == 0, ok.stderr
     finally:
         gw.kill()

@@ -1,0 +1,114 @@
+"""How much one process takes on at once at the gRPC edge: calls in flight and open streams.
+
+grpc's own ``maximum_concurrent_rpcs`` counts every RPC on the server, the health and
+reflection streams too, which anyone may open without a key and hold open for as long as
+they like: 4,096 idle ``Health.Watch`` streams used to make every ``ExecuteTool`` fail. So
+the server sets no such limit; instead each kind of work has a gauge of its own:
+
+- ``ExecuteTool`` calls in flight: ``limits.max_concurrent_calls``, counted in the pipeline
+  after the key is checked, so only callers with a key count (``concurrency_limited``);
+- ``Approvals.Watch`` streams: ``limits.max_watch_streams``;
+- streams anyone may open (health ``Watch``, reflection): ``limits.max_public_streams`` for
+  each of those services, so neither can crowd out the other, nor the calls.
+
+Past a limit a stream is refused at once with ``RESOURCE_EXHAUSTED``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Iterable
+
+import grpc
+
+
+class Gauge:
+    """A count of open things with a limit (one event loop: no lock needed)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+
+    def enter(self) -> bool:
+        """Count one more, if under the limit; ``leave`` once for each True."""
+        if self.open >= self.limit:
+            return False
+        self.open += 1
+        return True
+
+    def leave(self) -> None:
+        self.open -= 1
+
+
+def refuse_stream_message(what: str, limit: int) -> str:
+    return f"{limit} {what} are open on this gateway process, its limit: close one or retry later"
+
+
+class CappedStreams:
+    """Stands in for the server while a service anyone may call is added: its streaming
+    methods are counted against one gauge per service; unary methods pass through."""
+
+    def __init__(self, server: grpc.aio.Server, limit: int) -> None:
+        self._server = server
+        self._limit = limit
+
+    def add_generic_rpc_handlers(self, handlers: Iterable[grpc.GenericRpcHandler]) -> None:
+        self._server.add_generic_rpc_handlers(tuple(_CappedGeneric(h, self._limit) for h in handlers))
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        gauge = Gauge(self._limit)
+        self._server.add_registered_method_handlers(service, {n: capped(h, gauge) for n, h in handlers.items()})
+
+
+class _CappedGeneric(grpc.GenericRpcHandler):
+    def __init__(self, inner: grpc.GenericRpcHandler, limit: int) -> None:
+        self._inner = inner
+        self._gauge = Gauge(limit)
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        handler = self._inner.service(handler_call_details)
+        if handler is None:
+            return None
+        known = self._wrapped.get(handler_call_details.method)
+        if known is None or known[0] is not handler:
+            known = self._wrapped[handler_call_details.method] = (handler, capped(handler, self._gauge))
+        return known[1]
+
+
+def capped(handler: grpc.RpcMethodHandler, gauge: Gauge) -> grpc.RpcMethodHandler:
+    """``handler`` with its stream counted against ``gauge`` (unary handlers unchanged)."""
+    for kind, make in (("unary_stream", grpc.unary_stream_rpc_method_handler),
+                       ("stream_stream", grpc.stream_stream_rpc_method_handler)):
+        behavior = getattr(handler, kind)
+        if behavior is not None:
+            return make(_counted(behavior, gauge), request_deserializer=handler.request_deserializer,
+                        response_serializer=handler.response_serializer)
+    return handler
+
+
+def _counted(behavior: Callable[..., Any], gauge: Gauge) -> Callable[..., Any]:
+    async def refuse(context: grpc.aio.ServicerContext) -> None:
+        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refuse_stream_message("streams of this service", gauge.limit))
+
+    if inspect.isasyncgenfunction(behavior):  # answers by yielding
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            if not gauge.enter():
+                await refuse(context)
+            try:
+                async for item in behavior(request, context):
+                    yield item
+            finally:
+                gauge.leave()
+
+        return stream
+
+    async def written(request: Any, context: grpc.aio.ServicerContext) -> Any:  # answers by context.write
+        if not gauge.enter():
+            await refuse(context)
+        try:
+            return await behavior(request, context)
+        finally:
+            gauge.leave()
+
+    return written

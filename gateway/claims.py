@@ -5,6 +5,11 @@ stored outcome of whoever executed first (``Replay``), or a refusal (the key was
 other arguments, or the first execution is still running past the wait bound). Waiters in
 this process are woken by an event; waiters in other replicas poll the store.
 
+An idempotency key's claim is bound to the caller as well as the arguments: a retry hears
+the stored outcome, but another agent (or the same agent for another user) that sends the
+same key, or the same derived key, is refused ``idempotency_key_reused``. It never runs the
+tool a second time, and it is never handed an outcome that its own call was not allowed to get.
+
 A claim still ``running`` after ``lease`` seconds (longer than its tool can run: see
 ``gateway.execute.longest_hold``) belonged to a process that died mid-call. Whether the tool
 ran is unknown, so it is never run again under that key: the caller who finds it abandons it
@@ -16,6 +21,7 @@ key get as the replayed outcome. Without that, a retry after a crash would hear
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from dataclasses import dataclass
 
@@ -48,6 +54,13 @@ class Conflict:
     refusal: Refused
 
 
+def bound(args_hash: str, caller: str) -> str:
+    """What a claim is bound to: the args hash, and the caller's digest when one is given."""
+    if not caller:
+        return args_hash
+    return f"{args_hash};caller=" + hashlib.sha256(caller.encode()).hexdigest()[:32]
+
+
 class ExecutionClaims:
     def __init__(self, store: Store, *, poll_interval: float = 0.02) -> None:
         self._store = store
@@ -55,18 +68,21 @@ class ExecutionClaims:
         self._events: dict[tuple[str, str], asyncio.Event] = {}
 
     async def acquire(
-        self, scope: str, key: str, args_hash: str, *, wait: float, mismatch: Code, lease: float
+        self, scope: str, key: str, args_hash: str, *, wait: float, mismatch: Code, lease: float, caller: str = ""
     ) -> Won | Replay | Conflict:
-        claim = await self._store.claim(scope, key, args_hash, time.time())
+        """``caller``: bind the claim to who made it too, so nobody else is handed its outcome."""
+        binding = bound(args_hash, caller)
+        claim = await self._store.claim(scope, key, binding, time.time())
         if claim.status is ClaimStatus.CLAIMED:
             self._events.setdefault((scope, key), asyncio.Event())
             return Won(scope, key)
-        if claim.args_hash != args_hash:
-            return Conflict(Refused(mismatch, (f"{scope.split(':')[0]} key was used with other arguments",)))
+        if claim.args_hash != binding:
+            what = "other arguments, or by another caller" if caller else "other arguments"
+            return Conflict(Refused(mismatch, (f"{scope.split(':')[0]} key was used with {what}",)))
         deadline = time.monotonic() + wait
         while claim is not None and claim.status is ClaimStatus.RUNNING:
             if claim.created is not None and claim.created < time.time() - lease:
-                return await self._abandon(scope, key, claim.args_hash, lease, wait, mismatch)
+                return await self._abandon(scope, key, args_hash, lease, wait, mismatch, caller)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return Conflict(
@@ -82,13 +98,12 @@ class ExecutionClaims:
                 pass
             claim = await self._store.get_claim(scope, key)
         if claim is None:  # released by its holder without executing: try again
-            return await self.acquire(
-                scope, key, args_hash, wait=max(0.0, deadline - time.monotonic()), mismatch=mismatch, lease=lease
-            )
+            return await self.acquire(scope, key, args_hash, wait=max(0.0, deadline - time.monotonic()),
+                                      mismatch=mismatch, lease=lease, caller=caller)
         return Replay(outcome_codec.loads(claim.outcome_json or "").as_replay())
 
     async def _abandon(
-        self, scope: str, key: str, args_hash: str, lease: float, wait: float, mismatch: Code
+        self, scope: str, key: str, args_hash: str, lease: float, wait: float, mismatch: Code, caller: str
     ) -> Won | Replay | Conflict:
         unknown = CallResult("", Refused(Code.OUTCOME_UNKNOWN, (ABANDONED_REASON,)), args_hash, "")
         now = time.time()
@@ -96,7 +111,7 @@ class ExecutionClaims:
             self._wake(Won(scope, key))
             return Replay(outcome_codec.loads(outcome_json).as_replay(), abandoned=True)
         # finished (or abandoned by another caller) in the meantime: read it like any claim
-        return await self.acquire(scope, key, args_hash, wait=wait, mismatch=mismatch, lease=lease)
+        return await self.acquire(scope, key, args_hash, wait=wait, mismatch=mismatch, lease=lease, caller=caller)
 
     async def complete(self, won: Won, result: CallResult) -> None:
         await self._store.complete(won.scope, won.key, outcome_codec.dumps(result), time.time())

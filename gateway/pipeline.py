@@ -17,6 +17,7 @@ them back one step at a time).
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -166,8 +167,9 @@ class Pipeline:
         key = ctx.call.idempotency_key or _derived_key(ctx)
         if not key:
             return None
-        return await self._claim(c, "idempotency", f"idem:{ctx.identity.tenant}:{ctx.tool.name}", key,
-                                 Code.IDEMPOTENCY_KEY_REUSED)
+        ident = ctx.identity
+        return await self._claim(c, "idempotency", f"idem:{ident.tenant}:{ctx.tool.name}", key,
+                                 Code.IDEMPOTENCY_KEY_REUSED, caller=json.dumps([ident.agent, ident.user]))
 
     async def _verify_approval(self, c: _Call) -> CallResult | Outcome | None:
         refusal = await self.approvals.verify_presented(c.ctx)
@@ -221,13 +223,16 @@ class Pipeline:
 
     # -- plumbing -----------------------------------------------------------------------
 
-    async def _claim(self, c: _Call, stage: str, scope: str, key: str, mismatch: Code) -> CallResult | Outcome | None:
+    async def _claim(
+        self, c: _Call, stage: str, scope: str, key: str, mismatch: Code, caller: str = ""
+    ) -> CallResult | Outcome | None:
         """Take the execution claim on ``key``: None to go on (ours), else the stored outcome
         (replayed) or a refusal. Waits up to the tool's timeout for a running first execution;
         a claim older than the longest the tool can run was orphaned (``gateway.claims``)."""
         tool = c.ctx.tool.config
         got = await self.claims.acquire(
-            scope, key, c.ctx.args_hash, wait=tool.timeout_seconds + 5, mismatch=mismatch, lease=longest_hold(tool)
+            scope, key, c.ctx.args_hash, wait=tool.timeout_seconds + 5, mismatch=mismatch, lease=longest_hold(tool),
+            caller=caller,
         )
         if isinstance(got, Won):
             c.claims.append(got)

@@ -160,9 +160,10 @@ class ApprovalService:
         if vote.status in (VoteStatus.JTI_REUSED, VoteStatus.NOT_PENDING, VoteStatus.NOT_FOUND):
             self._failed(rec, f"vote refused: {vote.status}", approver=verified.issuer)
             raise Refusal(Code.INVALID_APPROVAL, "the approval was refused")
-        if vote.status is VoteStatus.SAME_APPROVER:
+        if vote.status is VoteStatus.SAME_APPROVER and len(vote.approvers) < rec.quorum:
             self._event("approval_repeated", rec, Code.APPROVAL_PENDING, approver=verified.issuer, jti=verified.jti)
             return rec
+        # (a repeated vote with quorum reached: the submit that reached it stopped before the grant; grant now)
         if len(vote.approvers) >= rec.quorum:
             voted = dataclasses.replace(rec, approvers=vote.approvers)  # watchers hear the vote that made quorum
             self._event("approved", voted, Code.OK, approver=verified.issuer, kid=verified.kid, jti=verified.jti,

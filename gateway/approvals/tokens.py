@@ -164,7 +164,7 @@ def _claims(payload: bytes, typ: str) -> dict[str, Any]:
     if "nbf" in claims and type(claims["nbf"]) is not int:
         raise TokenRejected("claim nbf is not an integer")
     for name in ("approvers", "groups"):
-        if name in claims and not all(isinstance(v, str) and v for v in claims[name]):
+        if name in claims and (type(claims[name]) is not list or not all(isinstance(v, str) and v for v in claims[name])):
             raise TokenRejected(f"claim {name} must list strings")
     return claims
 

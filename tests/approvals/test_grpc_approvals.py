@@ -193,3 +193,13 @@ def test_cli_refuses_to_sign_a_hash_it_did_not_compute() -> None:
     lying = pb.Approval(args_json=b'{"a": "x", "b": 2}', args_hash=mine)
     assert recompute_hash(lying)[1].startswith("the gateway's args hash")
     assert recompute_hash(pb.Approval(args_json=b'{"a": 1, "a": 2}', args_hash=mine))[1]  # not strict JSON
+
+
+async def test_a_vote_that_reached_quorum_but_stopped_before_the_grant_is_granted_on_resubmit(gw) -> None:
+    running, c = gw
+    a = await _request(c)
+    # the first submit stored alice's vote, then the gateway stopped before it made the grant
+    await running.app.approvals.service.store.add_approval_vote(a.approval_id, "alice", "jti-lost", 1.0)
+    assert (await c.get(a.approval_id, AGENT)).status == "pending"
+    assert (await c.submit(a, "alice")).status == "approved"  # her retry completes it, not stuck pending
+    assert (await c.call("count_write", ARGS, approval_id=a.approval_id)).code == "ok"

@@ -124,6 +124,7 @@ def cases() -> dict[str, dict[str, Any]]:
         "duplicate_claim": {"token": token(rfc8785.dumps(claims())[:-1] + b',"tool":"delete_file"}'), "expect": INVALID},
         "iat_not_integer": {"token": token(claims(iat=T0 + 0.5)), "expect": INVALID},
         "not_a_jws": {"token": "not.a-token", "expect": INVALID},
+        "approvers_claim_not_a_list": {"token": token(claims(approvers=5)), "expect": INVALID},
     }
     for case in c.values():
         case.setdefault("now", NOW)

@@ -10,6 +10,11 @@ Not a ``grpc.aio.ServerInterceptor``: an interceptor runs a coroutine and builds
 handler on every call (~18 µs per call measured); wrapping at registration does the same
 check for the cost of one extra frame. tests/e2e/test_auth_every_method.py calls every
 method of every toolgate.v1 service in the proto without a key.
+
+Refusals are audited without letting a caller with no key grow the log at will: each is a
+record of its own up to a burst of ``REFUSALS_BURST`` and ``REFUSALS_PER_SECOND`` after
+that; past it they are counted, and the next refusal record carries the count
+(``suppressed``), so every refusal is still accounted for in the chain.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import hmac
+import time
 import uuid
 from typing import Any, Callable, Iterable
 
@@ -25,6 +31,8 @@ import grpc
 from gateway.audit import AuditLog
 from gateway.config import IdentityConfig
 from gateway.models import Identity
+
+REFUSALS_BURST, REFUSALS_PER_SECOND = 50, 10.0
 
 current_identity: contextvars.ContextVar[Identity | None] = contextvars.ContextVar("toolgate_identity", default=None)
 
@@ -70,6 +78,7 @@ class AuthenticatedServer:
         self._server = server
         self._auth = authenticator
         self._audit = audit
+        self._allowance, self._at, self._suppressed = float(REFUSALS_BURST), time.monotonic(), 0
 
     def add_generic_rpc_handlers(self, handlers: Iterable[grpc.GenericRpcHandler]) -> None:
         self._server.add_generic_rpc_handlers(tuple(_AuthenticatedGeneric(h, self._wrap) for h in handlers))
@@ -97,12 +106,23 @@ class AuthenticatedServer:
     async def _identify(self, context: grpc.aio.ServicerContext, method: str) -> Identity:
         identity = self._auth.authenticate(context.invocation_metadata())
         if identity is None:
-            self._audit.record(
-                "authenticate", decision_id=str(uuid.uuid4()), code="unauthenticated", method=method, peer=context.peer()
-            )
-            self._audit.flush()
+            self._audit_refusal(method, context.peer())
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown API key")
         return identity  # type: ignore[return-value]
+
+    def _audit_refusal(self, method: str, peer: str) -> None:
+        now = time.monotonic()
+        self._allowance = min(float(REFUSALS_BURST), self._allowance + (now - self._at) * REFUSALS_PER_SECOND)
+        self._at = now
+        if self._allowance < 1.0:
+            self._suppressed += 1
+            return
+        self._allowance -= 1.0
+        counted = {"suppressed": self._suppressed} if self._suppressed else {}
+        self._audit.record("authenticate", decision_id=str(uuid.uuid4()), code="unauthenticated", method=method,
+                           peer=peer, **counted)
+        self._suppressed = 0
+        self._audit.flush()
 
     def _wrap_unary(self, behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
         async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> Any:

@@ -6,6 +6,8 @@ the proto and served without going through ``AuthenticatedServer`` fails this te
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 from google.protobuf import symbol_database
@@ -55,3 +57,23 @@ async def test_health_stays_open_for_probes(gateway):
     async with grpc.aio.insecure_channel(gateway.address) as channel:
         resp = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
     assert resp.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_a_flood_without_a_key_is_counted_not_written_line_by_line(gateway):
+    from gateway.auth import REFUSALS_BURST
+
+    async with grpc.aio.insecure_channel(gateway.address) as channel:
+        call = channel.unary_unary("/toolgate.v1.ToolGateway/ListTools", request_serializer=pb.ListToolsRequest.SerializeToString,
+                                   response_deserializer=pb.ListToolsResponse.FromString)
+
+        async def refused() -> None:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await call(pb.ListToolsRequest(), timeout=5)
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+        await asyncio.gather(*(refused() for _ in range(400)))
+        await asyncio.sleep(0.3)
+        await refused()  # after a pause: written, with the count of those that were not
+    records = [r for r in audit_records(gateway.app.config.audit_path) if r["code"] == "unauthenticated"]
+    assert REFUSALS_BURST <= len(records) < 200  # not one line each
+    assert sum(1 + r.get("suppressed", 0) for r in records) == 401  # yet every refusal accounted for

@@ -4,7 +4,7 @@ Append-only JSON lines. Each record carries ``seq`` (1, 2, ...),
 ``prev_hash`` (the previous record's hash; a zero hash for the first) and ``hash``: sha256
 over the record's canonical form (sorted keys, compact, UTF-8) without ``hash``. A head file
 beside the log (``<log>.head``) holds the last seq and hash, so removing whole records from
-the end is detected too. ``verify_file`` reports the first broken record.
+the end is detected too. ``verify_file`` (gateway.audit_verify) reports the first broken record.
 
 Records never hold secrets; arguments appear only when the policy asked for ``audit: full``.
 One writer per file: give each replica its own path.
@@ -13,9 +13,10 @@ Rotation (``rotate_bytes``): once the log reaches that size, at the end of a cal
 is renamed ``<log>.<seq of its last record, 12 digits>`` and a fresh ``<log>`` begins with an
 ``audit_rotated`` record that goes on with the chain (next seq, ``prev_hash`` = the last
 record's hash) and names the file it follows. So each file verifies alone — a file may start
-after seq 1 only with that record — and consecutive files verify together
-(``verify_segments``): a missing file in between is a gap in seq. A gateway that stopped
-between the rename and that first record finishes the rotation when it starts again.
+after seq 1 only with that record, a rotated one ends at the seq in its name — and consecutive
+files verify together: a missing or emptied file in between is a gap in seq (verification:
+``gateway.audit_verify``). A gateway that stopped between the rename and that first record
+finishes the rotation when it starts again.
 
 Not through structlog (DESIGN.md says it is): a record is written on every stage of every
 call, and structlog's bound-logger machinery (context copy, processor chain, proxy call)
@@ -29,7 +30,6 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
 from json import encoder as _json_encoder
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -80,6 +80,8 @@ class _ChainedFile:
         # spaces): a tmp file + rename per call cost ~0.3 ms, half the allow path's CPU.
         self._head_fd = os.open(self._head, os.O_WRONLY | os.O_CREAT, 0o644)
         self._dirty = False
+        if os.fstat(self._head_fd).st_size == 0:  # a new head: where the chain stands, before any record
+            self._write_head()  # (verify wants a head beside a non-empty log, even one a crash cut short)
 
     def size(self) -> int:
         return self._file.tell()
@@ -95,7 +97,8 @@ class _ChainedFile:
             os.rename(self.path, target)
             if self.fsync:
                 _fsync_dir(self.path.parent)
-        finally:  # renamed or not, records go on into a file at the log's path
+        finally:  # renamed or not, records go on into a file at the log's path; if it cannot be
+            # opened, self._file stays closed and every later record raises: no tool runs unaudited
             self._file = open(self.path, "ab", buffering=1024 * 1024)
         return target.name
 
@@ -111,11 +114,14 @@ class _ChainedFile:
             os.fsync(self._file.fileno())
         if not anchor:  # the head may lag the log (never lead it): verify accepts that
             return
+        self._write_head()
+        self._dirty = False
+
+    def _write_head(self) -> None:
         # what json.dumps({"seq": …, "hash": …}) writes, without building an encoder per call
         head = b'{"seq": %d, "hash": %s}' % (self.seq, _json_encoder.encode_basestring_ascii(self.last_hash).encode())
         head = head.ljust(_HEAD_WIDTH)
         os.pwrite(self._head_fd, head, 0)  # never shorter than before: the file never needs truncating
-        self._dirty = False
 
     def close(self) -> None:
         self.flush()
@@ -226,90 +232,14 @@ def iter_steps(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
                 yield {**shared, **step}
 
 
-@dataclass(frozen=True, slots=True)
-class VerifyReport:
-    ok: bool
-    records: int
-    line: int = 0
-    reason: str = ""
-    first_seq: int = 0
-    """1, or where a rotated log's successor goes on (0: no records)."""
-    last_seq: int = 0
-    first_prev_hash: str = ""
-    last_hash: str = ""
+_VERIFY = ("VerifyReport", "verify_file", "verify_segments")
 
 
-def verify_file(path: str | Path) -> VerifyReport:
-    """Check the chain; the report names the first broken line and why. A file may start
-    after seq 1 only with an ``audit_rotated`` record (module docstring); whether it goes on
-    from the file before it is ``verify_segments``' to check."""
-    path = Path(path)
-    prev_hash, seq, count = GENESIS, 0, 0
-    first_seq, first_prev = 0, GENESIS
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            if not raw.endswith(b"\n"):
-                return VerifyReport(False, count, lineno, "truncated record (no end of line)")
-            try:
-                rec = json.loads(raw)
-            except ValueError:
-                return VerifyReport(False, count, lineno, "not valid JSON")
-            if not isinstance(rec, dict) or "hash" not in rec or "seq" not in rec:
-                return VerifyReport(False, count, lineno, "not an audit record (no seq/hash)")
-            if count == 0 and rec.get("stage") == ROTATED and type(rec["seq"]) is int and rec["seq"] > 1:
-                seq, prev_hash = rec["seq"] - 1, str(rec.get("prev_hash"))  # goes on from the file before
-            if count == 0:
-                first_seq, first_prev = seq + 1, prev_hash
-            if rec["seq"] != seq + 1:
-                return VerifyReport(False, count, lineno, f"seq {rec['seq']} follows {seq}: a record is missing or out of order")
-            if rec.get("prev_hash") != prev_hash:
-                return VerifyReport(False, count, lineno, "prev_hash does not match the previous record")
-            if record_hash(rec) != rec["hash"]:
-                return VerifyReport(False, count, lineno, "hash does not match the record's content: edited")
-            prev_hash, seq, count = rec["hash"], rec["seq"], count + 1
-    head = path.with_name(path.name + ".head")
-    if head.exists():
-        try:
-            anchor = json.loads(head.read_text())
-        except ValueError:
-            return VerifyReport(False, count, count, "head file is not valid JSON")
-        if anchor.get("seq", 0) > seq or (anchor.get("seq") == seq and anchor.get("hash") != prev_hash):
-            return VerifyReport(
-                False, count, count + 1, f"log ends at seq {seq} but the head says {anchor.get('seq')}: truncated"
-            )
-    return VerifyReport(True, count, first_seq=first_seq, last_seq=seq, first_prev_hash=first_prev, last_hash=prev_hash)
+def __getattr__(name: str) -> Any:
+    """``gateway.audit.verify_file`` and the rest of ``_VERIFY``: they live in gateway.audit_verify,
+    which imports this module (so not at import time here)."""
+    if name in _VERIFY:
+        from gateway import audit_verify
 
-
-def verify_segments(paths: Iterable[str | Path]) -> list[tuple[Path, VerifyReport]]:
-    """``verify_file`` for each, in the order given, and for the files of one rotated log
-    (``<log>.<seq>`` … ``<log>``) among them, that each goes on exactly from the one before:
-    a missing file is a gap in seq, a replaced one a prev_hash that does not match."""
-    reports = [(Path(p), verify_file(p)) for p in paths]
-    chains: dict[Path, list[tuple[int, int]]] = {}
-    for i, (path, _) in enumerate(reports):
-        base, order = _segment_of(path)
-        chains.setdefault(base, []).append((order, i))
-    for members in chains.values():
-        ordered = [i for _, i in sorted(members)]
-        for before, after in zip(ordered, ordered[1:]):
-            (a_path, a), (b_path, b) = reports[before], reports[after]
-            if not (a.ok and b.ok and a.records and b.records):
-                continue
-            if b.first_seq != a.last_seq + 1:
-                reason = (f"starts at seq {b.first_seq} but {a_path.name} ends at {a.last_seq}: "
-                          f"records {a.last_seq + 1}-{b.first_seq - 1} are missing" if b.first_seq > a.last_seq + 1
-                          else f"starts at seq {b.first_seq}, inside {a_path.name} (seq {a.first_seq}-{a.last_seq})")
-                reports[after] = (b_path, VerifyReport(False, 0, 1, reason))
-            elif b.first_prev_hash != a.last_hash:
-                reports[after] = (b_path, VerifyReport(False, 0, 1, f"does not go on from {a_path.name}: "
-                                                                   "its first prev_hash is not that file's last hash"))
-    return reports
-
-
-def _segment_of(path: Path) -> tuple[Path, int]:
-    """(the log's path, position): ``<log>.<12 digits>`` is a rotated file of ``<log>``."""
-    path = path.resolve()
-    stem, _, suffix = path.name.rpartition(".")
-    if stem and len(suffix) == 12 and suffix.isdigit():
-        return path.with_name(stem), int(suffix)
-    return path, 1 << 62
+        return getattr(audit_verify, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

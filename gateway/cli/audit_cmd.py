@@ -9,8 +9,9 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gateway.audit import iter_steps, verify_segments
+from gateway.audit import iter_steps
 from gateway.audit_search import Criteria, Search
+from gateway.audit_verify import verify_segments
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -18,10 +19,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     verbs = p.add_subparsers(dest="audit_verb", metavar="VERB", required=True)
     v = verbs.add_parser(
         "verify", help="verify the hash chain",
-        description="Check seq, prev_hash and hash of every record (and the .head anchor) of each log "
-        "(with workers: N, one per worker: audit.w0.jsonl, ...). Rotated files of one log "
-        "(audit.jsonl.<seq> ... audit.jsonl) given together must go on from each other without a gap. "
-        "Prints the first broken record and exits 1 if a log was edited, reordered or truncated.",
+        description="Check seq, prev_hash and hash of every record of each log (with workers: N, one "
+        "per worker: audit.w0.jsonl, ...) and its .head anchor (audit.jsonl.head: required beside a "
+        "non-empty log, the log must not end before it). A rotated file (audit.jsonl.<seq>) must end "
+        "at the seq in its name; rotated files of one log given together (audit.jsonl.[0-9]* "
+        "audit.jsonl) must go on from each other without a gap. An empty log is fine only when new "
+        "(no rotated files beside it) or when a stop cut a rotation short. Prints one line per file: "
+        "ok, or BROKEN with the first broken line and why.",
+        epilog="Exit status: 0 every log intact; 1 a log is broken (edited, reordered, truncated, emptied, "
+        "malformed, a file missing or replaced in between, its head missing or not matching); 2 a FILE "
+        "does not exist (or the command line is wrong).",
     )
     v.add_argument("files", nargs="+", metavar="FILE", help="audit logs (JSON lines)")
     v.set_defaults(func=run_verify)
@@ -70,14 +77,14 @@ def run_verify(ns: argparse.Namespace) -> int:
         return 2
     broken = 0
     for path, report in verify_segments(ns.files):
-        prefix = f"{path}: " if len(ns.files) > 1 else ""
         if report.ok:
             span = f" (seq {report.first_seq}-{report.last_seq})" if report.records else ""
-            print(f"{prefix}ok: {report.records} records{span}, chain intact")
+            note = f"; {report.note}" if report.note else ""
+            print(f"{path}: ok: {report.records} records{span}, chain intact{note}")
         else:
             broken += 1
-            print(f"{prefix}BROKEN at line {report.line}: {report.reason} "
-                  f"({report.records} records verified before it)")
+            where = f" at line {report.line}" if report.line else ""
+            print(f"{path}: BROKEN{where}: {report.reason} ({report.records} records verified before it)")
     return 1 if broken else 0
 
 

@@ -4,6 +4,13 @@ Strict JSON means: UTF-8, one object at the top level, no duplicate keys, no NaN
 integers within ±(2^53 - 1) and floats that are finite, so that the RFC 8785 canonical form
 exists and two parties hashing the same value agree. ``args_hash`` is
 ``"sha256:" + hex(sha256(RFC 8785 canonical JSON))``.
+
+RFC 8785 writes ``1.0`` as ``1`` and ``-0.0`` as ``0``, so ``{"id": 1.0}`` and ``{"id": 1}``
+have one hash and the approver is shown ``1``. Arguments and evidence therefore come back
+with every integral number within ±(2^53 - 1) as a Python ``int`` (``-0.0`` as ``0``): the
+tool receives exactly the value that was hashed and approved, never ``"1.0"`` in its argv
+or URL. Token headers and claims are parsed with ``numbers_as_hashed=False`` and keep the
+number type as written, so their checks can still refuse a ``1.0`` where an integer is required.
 """
 
 from __future__ import annotations
@@ -15,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import rfc8785
-from jsonschema import Draft202012Validator
 
+from gateway.ecma_regex import FORMATS, Validator, schema_problems, without_dialect
 from gateway.models import FieldError
 from gateway.schema_check import compile_check
 
@@ -46,16 +53,28 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _int(text: str) -> int:
+    # 2^53 - 1 has 16 digits and JSON has no leading zeros, so a longer literal is out of range;
+    # it is refused before int(), which raises ValueError past 4,300 digits and is slow near it
+    if len(text) - text.startswith("-") > 16:
+        raise _Reject(f"integer {text[:24]}... ({len(text)} characters) is outside ±(2^53-1)")
     value = int(text)
     if abs(value) > MAX_SAFE_INTEGER:
-        raise _Reject(f"integer {text[:24]} is outside ±(2^53-1)")
+        raise _Reject(f"integer {text} is outside ±(2^53-1)")
     return value
 
 
 def _float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise _Reject(f"number {text[:24]} is not finite")
+        raise _Reject(f"number {text[:24]}{'...' if len(text) > 24 else ''} is not finite")
+    return value
+
+
+def _number(text: str) -> float | int:
+    """A float literal as the number RFC 8785 writes: an int when integral and safe (-0.0 is 0)."""
+    value = _float(text)
+    if value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:
+        return int(value)
     return value
 
 
@@ -63,8 +82,14 @@ def _constant(name: str) -> Any:
     raise _Reject(f"{name} is not JSON")
 
 
-def parse_strict(raw: bytes, *, max_bytes: int, what: str = "arguments") -> dict[str, Any]:
-    """Parse ``raw`` as one strict JSON object; raise ArgumentsError otherwise."""
+def parse_strict(
+    raw: bytes, *, max_bytes: int, what: str = "arguments", numbers_as_hashed: bool = True
+) -> dict[str, Any]:
+    """Parse ``raw`` as one strict JSON object; raise ArgumentsError otherwise.
+
+    ``what`` names the value in errors. ``numbers_as_hashed``: integral floats come back as
+    ints, as RFC 8785 writes them (see the module docstring).
+    """
     if len(raw) > max_bytes:
         raise ArgumentsError([FieldError("", f"{what} are {len(raw)} bytes, the limit is {max_bytes}")])
     try:
@@ -73,7 +98,11 @@ def parse_strict(raw: bytes, *, max_bytes: int, what: str = "arguments") -> dict
         raise ArgumentsError([FieldError("", f"{what} are not valid UTF-8: {exc.reason}")]) from exc
     try:
         value = json.loads(
-            text, object_pairs_hook=_pairs, parse_int=_int, parse_float=_float, parse_constant=_constant
+            text,
+            object_pairs_hook=_pairs,
+            parse_int=_int,
+            parse_float=_number if numbers_as_hashed else _float,
+            parse_constant=_constant,
         )
     except _Reject as exc:
         raise ArgumentsError([FieldError("", str(exc))]) from exc
@@ -167,16 +196,20 @@ class SchemaValidator:
 
     ``valid`` is the fast yes/no check of ``gateway.schema_check`` when the schema is in its
     subset: a valid instance costs only that; an invalid one (and every instance of a schema
-    outside the subset) goes through jsonschema, which names the field errors.
+    outside the subset) goes through jsonschema, which names the field errors. Both evaluate
+    patterns as ECMA-262 and check every format (``gateway.ecma_regex``).
     """
 
-    validator: Draft202012Validator
+    validator: Any  # an ecma_regex.Validator
     valid: Callable[[Any], bool] | None = None
 
     @classmethod
     def compile(cls, schema: dict[str, Any]) -> "SchemaValidator":
-        validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-        return cls(validator, compile_check(schema))
+        """Compile ``schema``; ValueError when the gateway cannot enforce it (``ecma_regex.schema_problems``)."""
+        problems = schema_problems(schema)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return cls(Validator(without_dialect(schema), format_checker=FORMATS), compile_check(schema))
 
     def errors(self, args: dict[str, Any]) -> list[FieldError]:
         if self.valid is not None and self.valid(args):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 SideEffect = Literal["none", "read", "write", "external_write", "destructive"]
 Reversibility = Literal["reversible", "irreversible"]
@@ -109,14 +109,12 @@ class ToolConfig(_Strict):
 
     @field_validator("input_schema")
     @classmethod
-    def _schema_is_object(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import SchemaError
+    def _schema_is_enforceable(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from gateway.ecma_regex import schema_problems  # valid 2020-12, ECMA-262 patterns, checked formats
 
-        try:
-            Draft202012Validator.check_schema(value)
-        except SchemaError as exc:
-            raise ValueError(f"not a valid JSON Schema 2020-12: {exc.message}") from exc
+        problems = schema_problems(value)
+        if problems:
+            raise ValueError(f"tool {info.data.get('name', '?')!r}: " + "; ".join(problems))
         return value
 
 

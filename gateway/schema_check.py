@@ -1,7 +1,7 @@
 """A compiled yes/no check for the common subset of JSON Schema 2020-12.
 
 ``compile_check(schema)`` returns a function ``instance -> bool`` that agrees with
-``Draft202012Validator(schema, format_checker=FORMAT_CHECKER).is_valid(instance)``, or
+``ecma_regex.Validator(schema, format_checker=ecma_regex.FORMATS).is_valid(instance)``, or
 ``None`` when the schema uses anything outside the subset below; then jsonschema does all
 the work. It only answers *valid or not*: an invalid instance is handed to jsonschema for
 the field errors, so callers see exactly jsonschema's messages (``arguments.SchemaValidator``).
@@ -19,15 +19,17 @@ null; and the annotations ``title``, ``description``, ``default``, ``examples``,
 combinator, ``format``, ``$schema`` (jsonschema switches dialect on it), an unknown keyword —
 returns ``None``. Semantics follow
 jsonschema: booleans are not numbers, ``1.0`` is an integer, lengths count code points,
-``pattern`` is ``re.search``, and each keyword applies only to its own instance type.
+``pattern`` is an unanchored ECMA-262 search (``ecma_regex.search``; one that does not
+compile returns ``None``), and each keyword applies only to its own instance type.
 tests/arguments/test_schema_check.py holds the two to agreement on generated schemas and
 instances.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
+
+from gateway.ecma_regex import PatternError, compile_pattern
 
 Check = Callable[[Any], bool]
 
@@ -48,7 +50,7 @@ def compile_check(schema: Any) -> Check | None:
     """The check for ``schema``, or None when it is outside the subset (see the module docstring)."""
     try:
         return _node(schema)
-    except (_Unsupported, re.error, RecursionError):
+    except (_Unsupported, PatternError, RecursionError):
         return None
 
 
@@ -210,8 +212,8 @@ def _string(schema: dict[str, Any]) -> list[Check]:
     if "pattern" in schema:
         if not isinstance(schema["pattern"], str):
             raise _Unsupported
-        search = re.compile(schema["pattern"]).search
-        checks.append(lambda x: not isinstance(x, str) or search(x) is not None)
+        find = compile_pattern(schema["pattern"]).find  # compiled once, here
+        checks.append(lambda x: not isinstance(x, str) or find(x) is not None)
     return checks
 
 

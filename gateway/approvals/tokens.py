@@ -145,7 +145,7 @@ def _unverified_header(token: str) -> dict[str, Any]:
         raise TokenRejected("not a compact JWS")
     try:
         raw = base64.urlsafe_b64decode(parts[0] + "=" * (-len(parts[0]) % 4))
-        header = parse_strict(raw, max_bytes=1024, what="header")
+        header = parse_strict(raw, max_bytes=1024, what="header", numbers_as_hashed=False)
     except (ValueError, ArgumentsError) as exc:
         raise TokenRejected("header is not a strict JSON object") from exc
     return header
@@ -153,7 +153,7 @@ def _unverified_header(token: str) -> dict[str, Any]:
 
 def _claims(payload: bytes, typ: str) -> dict[str, Any]:
     try:
-        claims = parse_strict(payload, max_bytes=MAX_TOKEN_BYTES, what="claims")
+        claims = parse_strict(payload, max_bytes=MAX_TOKEN_BYTES, what="claims", numbers_as_hashed=False)
     except ArgumentsError as exc:
         raise TokenRejected("claims are not a strict JSON object") from exc
     wanted: dict[str, type] = {**{k: str for k in _STR}, **{k: int for k in _INT}, **_EXTRA[typ]}

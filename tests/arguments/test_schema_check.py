@@ -1,7 +1,9 @@
 """The fast schema check agrees with jsonschema on every schema it accepts.
 
 It only ever answers *valid or not*; if it said *valid* where jsonschema says *invalid*, the
-gateway would execute arguments its schema forbids. So: generated schemas from the subset,
+gateway would execute arguments its schema forbids. "jsonschema" here is the gateway's
+Draft 2020-12 class, ``ecma_regex.Validator``: stock jsonschema with ECMA-262 patterns
+(tests/arguments/test_ecma_patterns.py pins those semantics). So: generated schemas from the subset,
 generated instances (random, and ones built to sit on each keyword's boundary), and
 hand-picked cases where JSON Schema's typing is subtle — all must agree exactly.
 """
@@ -13,10 +15,10 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator
 
 from bench.scenarios import SCHEMA as BENCH_SCHEMA
 from gateway.arguments import SchemaValidator
+from gateway.ecma_regex import FORMATS, Validator
 from gateway.schema_check import compile_check
 
 TYPES = ["null", "boolean", "object", "array", "number", "integer", "string"]
@@ -24,7 +26,8 @@ NAMES = ["a", "b", "n", "text", "tags", "é", ""]
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-5, 5), st.sampled_from([0.0, -0.0, 1.0, 2.5, -1.5, 1e300]),
-    st.integers(-(2**53) + 1, 2**53 - 1), st.text(max_size=6), st.sampled_from(["a", "b", "1", "true", "😀😀"]),
+    st.integers(-(2**53) + 1, 2**53 - 1), st.text(max_size=6),
+    st.sampled_from(["a", "b", "1", "true", "😀😀", "a\n", "b\n", "١٢", "é\u00a0"]),
 )
 json_values = st.recursive(
     scalars,
@@ -45,7 +48,7 @@ def schemas() -> st.SearchStrategy:
             "items": children,
             "minItems": sizes, "maxItems": sizes, "minLength": sizes, "maxLength": sizes,
             "minimum": numbers, "maximum": numbers, "exclusiveMinimum": numbers, "exclusiveMaximum": numbers,
-            "pattern": st.sampled_from(["^a", "b$", "[0-9]", "^$", "é"]),
+            "pattern": st.sampled_from(["^a", "b$", "[0-9]", "^$", "é", "^a$", "^\\d+$", "\\w$", "\\s", "^.$"]),
             "enum": st.lists(scalars, min_size=1, max_size=4),
             "const": scalars,
             "description": st.text(max_size=5),
@@ -58,7 +61,7 @@ def schemas() -> st.SearchStrategy:
 
 
 def jsonschema_valid(schema, instance) -> bool:
-    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER).is_valid(instance)
+    return Validator(schema, format_checker=FORMATS).is_valid(instance)
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -131,6 +134,7 @@ SUBTLE = [
     ({"properties": {"a": True}, "additionalProperties": {"type": "string"}}, [{"a": 1}, {"b": 1}, {"b": "x"}]),
     ({"items": {"type": "integer"}}, [[1, 2.0], [1, True], [], {"a": "x"}]),
     ({"pattern": "^[a-z]+$"}, ["abc", "ABC", "", 5, "abc\n"]),
+    ({"pattern": "^\\w\\d\\s$"}, ["a1 ", "é1 ", "a١ ", "a1\u00a0", "a1\x1c", "a1 \n"]),
     (BENCH_SCHEMA, [{"text": "x", "n": 0}, {"text": "x", "n": -1}, {"text": "x", "n": 1.0}, {"text": "x", "n": True},
                     {"text": "x", "n": 1, "tags": ["a"] * 9}, {"text": "x", "n": 1, "extra": 1}, {"n": 1}]),
 ]
@@ -157,6 +161,8 @@ def test_agrees_on_subtle_cases(schema, instances):
     {"minimum": "1"},
     {"type": "decimal"},
     {"pattern": "("},
+    {"pattern": "(?P<n>a)"},  # Python-only syntax: not ECMA-262
+    {"pattern": "a\\Z"},
 ])
 def test_schemas_outside_the_subset_are_left_to_jsonschema(schema):
     assert compile_check(schema) is None

@@ -114,8 +114,8 @@ async def approve_with_cli(address: str, approval_id: str, approver: str = "alic
         sys.executable, "-m", "gateway.cli", "approvals", "approve", approval_id,
         "--key", str(ROOT / "examples" / "keys" / f"{approver}.pem"),
         "--api-key", f"{approver}-approver-key", "--target", address,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=ROOT)
-    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=ROOT)
+    out, _ = await asyncio.wait_for(proc.communicate(b"y\n"), 60)  # reads the request, answers yes
     assert proc.returncode == 0, out.decode()
     return out.decode()
 

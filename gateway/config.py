@@ -45,7 +45,8 @@ class ExecutorConfig(_Strict):
     argv: list[str] = Field(default_factory=list)
     """subprocess: argv template, ``{name}`` placeholders filled from args; never a shell."""
     cwd: str = ""
-    """subprocess: working directory (a sandbox folder; default <data dir>/sandbox/<tool>)."""
+    """subprocess: working directory, relative to the calling tenant's sandbox folder
+    ``<data dir>/sandbox/<tool>/<tenant>`` (its default, and HOME), which it may not leave."""
     env: dict[str, str] = Field(default_factory=dict)
     """subprocess: fixed environment entries for the child (its environment is otherwise clean)."""
     method: str = "GET"

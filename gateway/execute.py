@@ -3,12 +3,14 @@
 ``admit(ctx)`` runs just before execution: it takes a token from the (tenant, tool) and tenant
 buckets and a per-tool concurrency slot, or refuses with ``rate_limited`` (with
 ``retry_after_seconds``) / ``concurrency_limited`` — a refused call never ran, so no claim is
-completed with it. ``run(ctx)`` then executes, holding the slot until it returns.
+completed with it. ``run(ctx)`` then executes, holding the slot until it returns — or, when an
+executor left work it cannot stop (a sync python tool's thread after its timeout: Python threads
+cannot be killed, subprocesses can), until that work ends, so ``max_concurrency`` bounds it too.
 
 Retries: only for retry-safe tools (``idempotent`` or side effect ``none``/``read``), only for
 failures the executor marked ``retryable``, up to ``max_attempts``, with exponential backoff
-and full jitter. A write is attempted exactly once. Time, sleeping and randomness are
-parameters so tests neither sleep nor guess.
+and full jitter; never while a failed attempt's work is still running. A write is attempted
+exactly once. Time, sleeping and randomness are parameters so tests neither sleep nor guess.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import dataclasses
 import random
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping
@@ -89,6 +92,8 @@ class ExecuteStage:
         self._slots = ConcurrencyLimiter()
         self._leases: set[str] = set()
         """Decision ids holding a concurrency slot taken by ``admit``."""
+        self._lingering: set[asyncio.Future[Any]] = set()
+        """Waits for work calls left running; each gives back its call's slot when it ends."""
         self._retry, self._clock, self._sleep, self._rand = retry, clock, sleep, rand
 
     async def admit(self, ctx: CallContext) -> Refused | None:
@@ -107,6 +112,7 @@ class ExecuteStage:
     async def run(self, ctx: CallContext) -> tuple[ExecResult, int]:
         """Run the tool (with retries when safe); return the result and its duration in ms."""
         tool = ctx.tool.config
+        unstoppable: list[Future[Any]] = []
         request = ExecRequest(
             tool=tool,
             args=ctx.args or {},
@@ -116,15 +122,32 @@ class ExecuteStage:
             timeout=tool.timeout_seconds,
             sandbox=self._sandbox(tool.name),
             credentials=ctx.credentials,
+            linger=unstoppable.append,
         )
         started = time.monotonic()
         try:
-            result = await self._attempts(request)
+            result = await self._attempts(request, unstoppable)
         finally:
-            if ctx.decision_id in self._leases:
-                self._leases.discard(ctx.decision_id)
-                self._slots.release(tool)
+            self._release(ctx.decision_id, tool, unstoppable)
         return result, int((time.monotonic() - started) * 1000)
+
+    def _release(self, decision_id: str, tool: ToolConfig, unstoppable: list[Future[Any]]) -> None:
+        """Give back the call's concurrency slot now, or once the work it left running ends."""
+        if decision_id not in self._leases:
+            return
+        self._leases.discard(decision_id)
+        running = [f for f in unstoppable if not f.done()]
+        if not running:
+            self._slots.release(tool)
+            return
+        waiting = asyncio.gather(*(asyncio.wrap_future(f) for f in running), return_exceptions=True)
+        self._lingering.add(waiting)
+
+        def ended(_: asyncio.Future[Any]) -> None:
+            self._lingering.discard(waiting)
+            self._slots.release(tool)
+
+        waiting.add_done_callback(ended)
 
     def _sandbox(self, name: str) -> Path:
         path = self._sandboxes.get(name)
@@ -132,13 +155,14 @@ class ExecuteStage:
             path = self._sandboxes[name] = self._sandbox_root / name
         return path
 
-    async def _attempts(self, request: ExecRequest) -> ExecResult:
+    async def _attempts(self, request: ExecRequest, unstoppable: list[Future[Any]]) -> ExecResult:
         tool = request.tool
         limit = tool.max_attempts if retry_safe(tool) else 1
         attempt = 1
         while True:
             result = await self._once(request)
-            if result.ok or attempt >= limit or not (result.error and result.error.retryable):
+            still_running = any(not f.done() for f in unstoppable)
+            if result.ok or attempt >= limit or not (result.error and result.error.retryable) or still_running:
                 return result if result.attempts == attempt else dataclasses.replace(result, attempts=attempt)
             await self._sleep(self._retry.delay(attempt, self._rand()))
             attempt += 1

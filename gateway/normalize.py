@@ -6,12 +6,15 @@ Order matters and is fixed:
    secret shapes are removed from data (keys and values), stderr and the error message; the
    count goes to ``redactions``. Scrubbing runs before capping so truncation cannot cut a
    secret in half and let its prefix through.
-2. **flag** — instruction-like content gives ``possible_prompt_injection``; the data is not changed.
+   Every cut of output (data, the error message, the summary) comes after this.
+2. **flag** — instruction-like content in the data, stderr, error message or summary gives
+   ``possible_prompt_injection``; nothing is changed.
 3. **cap** — data above ``max_bytes`` (serialized) is cut, ``truncated: true``.
 
-A failed result's error message carries the tail of the tool's (scrubbed) stderr so an agent
-can see why it failed. The outcome code comes from the error type (``timeout`` →
-``tool_timeout``, ``egress_denied``, otherwise ``tool_error``).
+A failed result's error message is the (scrubbed) message trimmed to ``ERROR_MESSAGE_CHARS``,
+plus the tail of the tool's (scrubbed) stderr so an agent can see why it failed. The outcome
+code comes from the error type (``timeout`` → ``tool_timeout``, ``egress_denied``, otherwise
+``tool_error``). Data nested deeper than the arguments' limit is kept as its JSON text.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from gateway.scrub import Scrubber
 
 SUMMARY_CHARS = 200
 STDERR_TAIL_CHARS = 2000
+ERROR_MESSAGE_CHARS = 2000
 
 _ERROR_CODES = {
     "timeout": Code.TOOL_TIMEOUT,
@@ -47,19 +51,24 @@ class _Clean:
 
 def normalize(ctx: CallContext, result: ExecResult, duration_ms: int, max_bytes: int) -> Observation:
     clean = scrub_result(result, getattr(ctx.credentials, "secret_values", ()))
-    flags = injection_flags(clean.data, clean.stderr)
     data, truncated = _cap(clean.data, max_bytes)
     common = dict(
         data=data, provenance=_provenance(ctx), truncated=truncated or bool(result.meta.get("truncated")),
-        duration_ms=duration_ms, attempts=result.attempts, redactions=clean.redactions, flags=flags,
+        duration_ms=duration_ms, attempts=result.attempts, redactions=clean.redactions,
     )
     if result.ok:
-        return Observation(status="ok", summary=_summary(data), **common)
+        summary = _summary(data)
+        flags = injection_flags(clean.data, clean.stderr, summary)
+        return Observation(status="ok", summary=summary, flags=flags, **common)
     error = clean.error or ErrorInfo("unknown", "unknown error")
+    message = error.message[:ERROR_MESSAGE_CHARS]  # scrubbed already: the cut cannot split a secret
     if clean.stderr.strip():
-        error = dataclasses.replace(error, message=f"{error.message}; stderr: {clean.stderr[-STDERR_TAIL_CHARS:]}")
+        message = f"{message}; stderr: {clean.stderr[-STDERR_TAIL_CHARS:]}"
+    error = dataclasses.replace(error, message=message)
+    summary = f"{ctx.tool.name} failed: {error.message}"[:SUMMARY_CHARS]
+    flags = injection_flags(clean.data, clean.stderr, error.type, error.message, summary)
     return Observation(
-        status="error", summary=f"{ctx.tool.name} failed: {error.message}"[:SUMMARY_CHARS], error=error,
+        status="error", summary=summary, error=error, flags=flags,
         code=_ERROR_CODES.get(error.type, Code.TOOL_ERROR), **common,
     )
 
@@ -92,13 +101,23 @@ def _jsonable(data: Any) -> Any:
     """Plain JSON values only, so the scrubber sees every string (objects become their ``str``).
 
     Data that is plain already (the usual case) is used as it is, with no JSON round trip:
-    the scrubber copies it anyway."""
+    the scrubber copies it anyway. Data nested deeper than ``MAX_DEPTH`` becomes its JSON text
+    (one string: walking it could exhaust the stack)."""
     if _plain(data, 0):
         return data
     try:
-        return json.loads(json.dumps(data, default=str))
+        text = json.dumps(data, default=str)
+        plain = json.loads(text)
     except (TypeError, ValueError, RecursionError):
+        return _repr(data)
+    return plain if _plain(plain, 0) else text
+
+
+def _repr(data: Any) -> str:
+    try:
         return repr(data)
+    except (RecursionError, ValueError):
+        return f"<{type(data).__name__} that cannot be shown>"
 
 
 _SCALARS = (str, int, float, bool, type(None))

@@ -10,9 +10,15 @@ Two layers, both counted in ``redactions``:
 2. **Patterns** — common secret shapes whatever their origin (PEM private keys, bearer tokens,
    AWS keys, GitHub / Slack tokens, JWTs). Configurable; ``DEFAULT_PATTERNS`` is the default.
 
-JSON structures are walked: strings in keys and values are scrubbed; numbers and booleans are
-left alone. A scrubbed key that collides with another key gets a ``#n`` suffix so nothing is
-silently dropped.
+JSON structures are walked: strings in keys and values are scrubbed. A number whose decimal form
+contains an all-digit secret (a PIN, a numeric API key) is replaced by ``[REDACTED]``; other
+numbers and booleans are left alone. A scrubbed key that collides with another key gets a ``#n``
+suffix so nothing is silently dropped.
+
+Output that must be cut to a size (an executor's cap) is cut with ``Scrubber.cut`` *before*
+scrubbing, at a point that splits no secret: the scrubber only recognises whole secrets, so a
+plain cut could let all but the last character of one through. The text given to ``cut`` must
+reach ``output_margin`` bytes past the cut, so that a secret starting before it is seen whole.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ REDACTED = "[REDACTED]"
 
 MIN_CORE_CHARS = 8
 """Alignment-shifted base64 cores shorter than this are not searched (too many false hits)."""
+
+PATTERN_MARGIN_BYTES = 4096
+"""Output read past a cap so that a pattern-shaped secret (a token, a JWT) crossing it is seen whole."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,16 +90,51 @@ def _shifted_cores(raw: bytes, enc: Any) -> set[str]:
     return cores
 
 
+def output_margin(secrets: Iterable[str]) -> int:
+    """Bytes to read past a cap so that any form of ``secrets`` (or a pattern-shaped secret)
+    starting before the cap lies whole in what was read."""
+    longest = max((len(f.encode()) for s in secrets for f in encoded_forms(s)), default=0)
+    return max(longest, PATTERN_MARGIN_BYTES)
+
+
 class Scrubber:
     """Scrubs one call's output. Build one per call with that call's secret values."""
 
     def __init__(self, secrets: Iterable[str] = (), patterns: Sequence[SecretPattern] = DEFAULT_PATTERNS) -> None:
+        secrets = tuple(secrets)
         forms: set[str] = set()
         for secret in secrets:
             forms |= encoded_forms(secret)
-        ordered = sorted(forms, key=len, reverse=True)
-        self._exact = re.compile("|".join(re.escape(f) for f in ordered)) if ordered else None
+        self._forms = sorted(forms, key=len, reverse=True)
+        self._exact = re.compile("|".join(re.escape(f) for f in self._forms)) if self._forms else None
         self._patterns = tuple(patterns)
+        self._digit_secrets = tuple(s for s in secrets if s.isascii() and s.isdigit())
+
+    def cut(self, text: str, limit: int) -> str:
+        """At most the first ``limit`` characters of ``text``, cut earlier where the cut would
+        split a secret (any injected form, or a pattern match), so no part of it is kept."""
+        cut = min(limit, len(text))
+        while cut < len(text):
+            moved = self._straddling(text, cut)
+            if moved is None:
+                break
+            cut = moved
+        return text[:cut]
+
+    def _straddling(self, text: str, cut: int) -> int | None:
+        """The start of a secret that begins before ``cut`` and ends after it, if any."""
+        for form in self._forms:
+            window = max(0, cut - len(form) + 1)
+            found = text.find(form, window, cut + len(form) - 1)
+            if found != -1 and found < cut:
+                return found
+        for pattern in self._patterns:
+            for match in pattern.regex.finditer(text, 0, len(text)):
+                if match.start() < cut < match.end():
+                    return match.start()
+                if match.start() >= cut:
+                    break
+        return None
 
     def text(self, value: str) -> tuple[str, int]:
         """``value`` with secrets replaced by ``[REDACTED]``, and the number of replacements."""
@@ -120,6 +164,13 @@ class Scrubber:
             return out, total
         if isinstance(value, (bytes, bytearray)):
             return self.data(_bytes_to_text(bytes(value)))
+        if self._digit_secrets and isinstance(value, (int, float)) and not isinstance(value, bool):
+            try:
+                digits = str(value)
+            except ValueError:  # an int too long to write in decimal: it cannot be checked
+                return REDACTED, 1
+            if any(secret in digits for secret in self._digit_secrets):
+                return REDACTED, 1
         return value, 0
 
     def _mapping(self, value: dict[Any, Any]) -> tuple[dict[Any, Any], int]:

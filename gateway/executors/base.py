@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from gateway.config import ToolConfig
 from gateway.models import ErrorInfo
@@ -20,9 +22,36 @@ class ExecRequest:
     decision_id: str
     timeout: float
     sandbox: Path
-    """A folder private to this tool (created on first use)."""
+    """A folder private to this tool, ``<sandbox root>/<tool>`` (created on first use), shared by
+    tenants: python tools are gateway code. Tools running foreign code use ``tenant_sandbox``."""
     credentials: Any = None
     """gateway.credentials.ResolvedCredentials: injected values the executor places."""
+    linger: Callable[[Future[Any]], None] | None = None
+    """Set by the execute stage: an executor hands it work it starts but cannot stop (a Python
+    thread). Until that work is done the call keeps its concurrency slot and no retry starts."""
+
+    @property
+    def tenant_sandbox(self) -> Path:
+        """This tenant's own folder inside the tool's sandbox: ``<sandbox>/<tenant folder>``
+        (``tenant_folder``). Subprocess tools run in it and it holds their HOME."""
+        return self.sandbox / tenant_folder(self.tenant)
+
+
+TENANT_FOLDER_CHARS = 128
+"""A tenant name longer than this once encoded gets a hashed folder name instead."""
+
+
+def tenant_folder(tenant: str) -> str:
+    """``tenant`` as one path component, one-to-one: ASCII letters, digits, ``_`` and ``-`` stay;
+    every other byte (``.``, ``/`` and ``%`` too) becomes ``%XX``, so the result is never ``.``,
+    ``..`` or a path. The empty name is ``%``; a long one ``%%`` + its sha256 (hex)."""
+    if not tenant:
+        return "%"
+    encoded = "".join(chr(b) if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "_-") else f"%{b:02X}"
+                      for b in tenant.encode("utf-8", errors="surrogatepass"))
+    if len(encoded) > TENANT_FOLDER_CHARS:
+        return "%%" + hashlib.sha256(tenant.encode("utf-8", errors="surrogatepass")).hexdigest()
+    return encoded
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,8 @@
 
 - The URL comes from the descriptor's template; each ``{name}`` placeholder is filled with
   the argument percent-encoded as one path/query component (``/``, ``?``, ``#``, ``@`` too).
+  A value that would make a path segment ``.`` or ``..`` is refused (``tool_error``): such a
+  segment is removed when the URL is normalised, so the request would go to another route.
 - Egress: the effective allow-list is the descriptor's ``allowed_hosts`` ∩ the policy's
   ``constraints.hosts`` (when policy gave hosts). The host is checked **before** any connection;
   ``egress_denied`` otherwise. Entries are ``host``, ``host:port`` or ``*.domain`` (sub-domains
@@ -14,7 +16,9 @@
   redirects are followed up to ``options.max_redirects`` (default 3), each re-checked.
 - TLS verification is always on; proxies from the environment are ignored (``trust_env=False``).
 - The body is streamed and capped (``options.max_response_bytes``, default 1 MiB): beyond it
-  reading stops and the result is marked truncated.
+  (and a margin, so that the cut never splits one of the call's secrets:
+  ``gateway.executors.capture``) reading stops and the result is marked truncated. A JSON body
+  nested too deeply to parse is kept as text.
 - Credentials go only into headers (``ResolvedCredentials.headers``); arguments never set headers.
 - ``>= 400`` is a ``tool_error`` (retryable for 408, 429 and 5xx); connection failures are
   retryable ``tool_error``; timeouts are ``tool_timeout`` (error type ``timeout``).
@@ -31,6 +35,7 @@ import httpx
 
 from gateway.codes import Code
 from gateway.executors.base import ExecRequest, ExecResult
+from gateway.executors.capture import CappedOutput
 from gateway.executors.egress_backend import CheckedBackend, NonPublicAddress, Resolver, is_ip_literal, system_resolver
 
 DEFAULT_MAX_RESPONSE = 1024 * 1024
@@ -45,6 +50,7 @@ class EgressDenied(Exception):
 
 def render_url(template: str, args: Mapping[str, Any]) -> str:
     out: list[str] = []
+    filled: list[tuple[int, int, str]] = []  # (start, end, placeholder) in the rendered URL
     for literal, field, spec, conv in string.Formatter().parse(template):
         out.append(literal)
         if field is None:
@@ -54,8 +60,26 @@ def render_url(template: str, args: Mapping[str, Any]) -> str:
         value = args[field]
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise ValueError(f"URL placeholder {{{field}}} must be a string or number")
+        start = sum(map(len, out))
         out.append(quote(str(value), safe=""))
-    return "".join(out)
+        filled.append((start, start + len(out[-1]), field))
+    url = "".join(out)
+    _refuse_dot_segments(url, filled)
+    return url
+
+
+def _refuse_dot_segments(url: str, filled: list[tuple[int, int, str]]) -> None:
+    """A path segment ``.`` or ``..`` made (even in part) by a placeholder would be removed from
+    the path when the URL is normalised, moving the request to another route: refused."""
+    path_end = min((i for i in (url.find("?"), url.find("#")) if i != -1), default=len(url))
+    start = 0
+    for segment in url[:path_end].split("/"):
+        end = start + len(segment)
+        if segment in (".", ".."):
+            for lo, hi, field in filled:
+                if lo < end and start < hi:
+                    raise ValueError(f"URL placeholder {{{field}}} may not make the path segment {segment!r}")
+        start = end + 1
 
 
 def effective_hosts(allowed: list[str], constraint_hosts: Any) -> list[str]:
@@ -123,7 +147,8 @@ class HttpExecutor:
         body = request.args.get(ex.body_arg) if ex.body_arg else None
         client = self._private if opts.get("allow_private_network") is True else self._public
         call = _Call(client, ex.method.upper(), hosts, bool(opts.get("allow_plain_http")),
-                     dict(creds.headers) if creds is not None else {}, request.timeout, opts)
+                     dict(creds.headers) if creds is not None else {}, request.timeout, opts,
+                     creds.secret_values if creds is not None else frozenset())
         try:
             return await call.run(url, body)
         except (EgressDenied, NonPublicAddress) as exc:
@@ -145,8 +170,9 @@ def _client(backend: CheckedBackend) -> httpx.AsyncClient:
 
 class _Call:
     def __init__(self, client: httpx.AsyncClient, method: str, hosts: list[str], allow_http: bool,
-                 headers: dict[str, str], timeout: float, opts: Mapping[str, Any]) -> None:
+                 headers: dict[str, str], timeout: float, opts: Mapping[str, Any], secrets: frozenset[str]) -> None:
         self.client, self.method, self.hosts, self.allow_http = client, method, hosts, allow_http
+        self.secrets = secrets
         fixed = {str(k): str(v) for k, v in opts.get("headers", {}).items()}
         self.headers = {"accept-encoding": "identity", **fixed, **headers}
         self.timeout = httpx.Timeout(timeout)
@@ -175,9 +201,9 @@ class _Call:
         return ExecResult.failure(Code.TOOL_ERROR.value, "too many redirects")
 
     async def _result(self, resp: httpx.Response) -> ExecResult:
-        raw, truncated = await _read_capped(resp, self.cap)
+        text, truncated = await _read_capped(resp, CappedOutput(self.cap, self.secrets))
         data = {"status": resp.status_code, "content_type": resp.headers.get("content-type", ""),
-                "body": _decode(raw, resp.headers.get("content-type", ""), truncated)}
+                "body": _decode(text, resp.headers.get("content-type", ""), truncated)}
         meta = {"truncated": truncated, "http_status": resp.status_code}
         if resp.status_code >= 400:
             return ExecResult.failure(Code.TOOL_ERROR.value, f"HTTP {resp.status_code}",
@@ -195,22 +221,18 @@ def _redirect_target(url: httpx.URL, resp: httpx.Response) -> httpx.URL:
         raise EgressDenied("redirect to an invalid URL") from exc
 
 
-async def _read_capped(resp: httpx.Response, cap: int) -> tuple[bytes, bool]:
-    buf = bytearray()
+async def _read_capped(resp: httpx.Response, body: CappedOutput) -> tuple[str, bool]:
     async for chunk in resp.aiter_bytes():
-        room = cap - len(buf)
-        if len(chunk) > room:
-            buf += chunk[:room]
-            return bytes(buf), True
-        buf += chunk
-    return bytes(buf), False
+        body.feed(chunk)
+        if body.full:
+            break
+    return body.text(), body.truncated
 
 
-def _decode(raw: bytes, content_type: str, truncated: bool) -> Any:
-    text = raw.decode("utf-8", errors="replace")
+def _decode(text: str, content_type: str, truncated: bool) -> Any:
     if "json" in content_type and not truncated:
         try:
             return json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse: the text
             return text
     return text

@@ -16,6 +16,12 @@ link-local or other non-public address, unless the upstream sets ``allow_private
 an IP literal in ``url`` is dialled as written. So a rebound name cannot carry the upstream's
 header credentials to the metadata service or another host inside the network.
 
+A stdio upstream's stderr never reaches the gateway's own stderr or logs: it goes to a pipe read
+into a bounded buffer (``STDERR_CAP_BYTES``, cut so that no secret is split) and comes back as
+the result's stderr, which normalization scrubs like any tool output (for a failure, its tail
+is shown in the error message). An ``isError`` result's text is the error message whole:
+normalization scrubs it before trimming it.
+
 Every session lists the upstream's tools. The first listing seen by this process is the
 baseline; any later difference (tools added, removed, or their description / schema changed)
 is logged as ``mcp_upstream_tools_changed``. A descriptor's remote tool whose definition changed
@@ -25,6 +31,7 @@ a changed tool has not been classified.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from contextlib import AsyncExitStack
@@ -36,9 +43,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.codes import Code
 from gateway.executors.base import ExecRequest, ExecResult
+from gateway.executors.capture import CappedOutput, captured_pipe
 from gateway.executors.egress_backend import CheckedBackend, Resolver, non_public_in, system_resolver
 
 log = structlog.get_logger("toolgate.mcp")
+
+STDERR_CAP_BYTES = 64 * 1024
+"""What a stdio upstream writes to stderr during one call is kept up to this size."""
 
 
 class UpstreamConfig(BaseModel):
@@ -123,25 +134,32 @@ class McpExecutor:
     async def _call(self, name: str, upstream: UpstreamConfig, remote: str, request: ExecRequest) -> ExecResult:
         from mcp import Client
 
+        creds = request.credentials
+        stderr = CappedOutput(STDERR_CAP_BYTES, creds.secret_values if creds is not None else ())
         async with AsyncExitStack() as stack:
-            target = await self._target(stack, upstream, request)
+            target = await self._target(stack, upstream, request, stderr)
             client = await stack.enter_async_context(
                 Client(target, mode="legacy", cache=None, read_timeout_seconds=request.timeout))
             listing = await client.list_tools()
-            refusal = self._check_listing(name, upstream, remote, listing.tools)
-            if refusal is not None:
-                return refusal
-            result = await client.call_tool(remote, dict(request.args))
-        return _to_result(result)
+            outcome = self._check_listing(name, upstream, remote, listing.tools)
+            if outcome is None:
+                outcome = _to_result(await client.call_tool(remote, dict(request.args)))
+        # the stack is closed: the upstream has exited and its stderr has been read
+        return dataclasses.replace(outcome, stderr=stderr.text())
 
-    async def _target(self, stack: AsyncExitStack, upstream: UpstreamConfig, request: ExecRequest) -> Any:
+    async def _target(self, stack: AsyncExitStack, upstream: UpstreamConfig, request: ExecRequest,
+                      stderr: CappedOutput) -> Any:
         creds = request.credentials
         if upstream.transport == "stdio":
             from mcp import StdioServerParameters
+            from mcp.client.stdio import stdio_client
 
             env = {**upstream.env, **(dict(creds.env) if creds is not None else {})}
             cwd = str((Path(self._base_dir) / upstream.cwd).resolve()) if upstream.cwd else None
-            return StdioServerParameters(command=upstream.command, args=upstream.args, env=env, cwd=cwd)
+            params = StdioServerParameters(command=upstream.command, args=upstream.args, env=env, cwd=cwd)
+            # the SDK's default errlog is the gateway's own stderr: unscrubbed, into its logs
+            errlog = await stack.enter_async_context(captured_pipe(stderr))
+            return stdio_client(params, errlog=errlog)  # type: ignore[arg-type]  # only its fileno is used
         from mcp.client.streamable_http import streamable_http_client
 
         headers = {**upstream.headers, **(dict(creds.headers) if creds is not None else {})}
@@ -179,8 +197,8 @@ class McpExecutor:
 def _to_result(result: Any) -> ExecResult:
     blocks = [_block(b) for b in result.content]
     data: Any = result.structured_content if result.structured_content is not None else _unwrap(blocks)
-    if result.is_error:
-        text = " ".join(b.get("text", "") for b in blocks if isinstance(b, dict))[:500]
+    if result.is_error:  # the text whole: normalization scrubs it, then trims it
+        text = " ".join(b.get("text", "") for b in blocks if isinstance(b, dict))
         return ExecResult.failure(Code.TOOL_ERROR.value, text or "the upstream tool reported an error", data=data)
     return ExecResult(ok=True, data=data)
 

@@ -1,23 +1,46 @@
 """Run a Python callable named ``module:function`` in the descriptor.
 
 The function is called as ``fn(args, ctx)`` where ``ctx`` is the ``ExecRequest``; it may be
-async. A sync function runs in a worker thread so it cannot block the event loop. Its return
-value is the observation's data (must be JSON-serialisable); an exception is a tool error.
+async. Its return value is the observation's data (must be JSON-serialisable); an exception is
+a tool error. The executor stops at ``request.timeout`` itself (error type ``timeout``).
+
+A sync function runs in a worker thread of this executor's own bounded pool
+(``max_threads``), so it can neither block the event loop nor take the loop's default pool,
+which serves name resolution (``loop.getaddrinfo``) for the HTTP executor. **A Python thread
+cannot be killed**: at the timeout the caller gets ``timeout`` at once, but a function already
+running goes on until it returns — its side effects may still happen. The timeout result says
+so and is not retryable, the thread is handed to the execute stage (``ExecRequest.linger``),
+which keeps the tool's concurrency slot taken until it ends (so ``max_concurrency`` bounds
+threads too) and starts no retry meanwhile. A call still waiting for a free thread at the
+timeout never starts. Tools that must be stoppable belong in a subprocess (killed at the timeout).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import importlib
 import inspect
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 from gateway.executors.base import ExecRequest, ExecResult
 
+DEFAULT_MAX_THREADS = 16
+"""Worker threads for sync python tools, shared by all of them."""
+
 
 class PythonExecutor:
-    def __init__(self) -> None:
+    enforces_timeout = True
+    """Answers at ``request.timeout`` itself (a thread it cannot stop is handed to the stage)."""
+
+    def __init__(self, *, max_threads: int = DEFAULT_MAX_THREADS) -> None:
         self._cache: dict[str, Callable[..., Any]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="toolgate-python")
+
+    async def close(self) -> None:
+        """Drop calls still waiting for a thread; running ones cannot be stopped and are left to end."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _load(self, ref: str) -> Callable[..., Any]:
         fn = self._cache.get(ref)
@@ -31,16 +54,40 @@ class PythonExecutor:
 
     async def execute(self, request: ExecRequest) -> ExecResult:
         fn = self._load(request.tool.executor.callable)
+        args = dict(request.args)
+        thread: Future[Any] | None = None
+        deadline = asyncio.timeout(request.timeout)
         try:
-            if inspect.iscoroutinefunction(fn):
-                data = await fn(dict(request.args), request)
-            else:
-                data = await asyncio.to_thread(fn, dict(request.args), request)
+            async with deadline:
+                if inspect.iscoroutinefunction(fn):
+                    data = await fn(args, request)
+                else:
+                    thread = self._start(fn, args, request)
+                    data = await asyncio.wrap_future(thread)  # cancelling it cancels a call not yet started
         except ToolFailure as exc:
             return ExecResult.failure(exc.type, str(exc), retryable=exc.retryable)
+        except TimeoutError as exc:
+            if not deadline.expired():  # the tool's own TimeoutError
+                return ExecResult.failure(type(exc).__name__, str(exc), retryable=False)
+            return _timed_out(request.timeout, thread)
         except Exception as exc:  # the tool's own failure, reported as data
             return ExecResult.failure(type(exc).__name__, str(exc), retryable=False)
         return ExecResult(ok=True, data=data)
+
+    def _start(self, fn: Callable[..., Any], args: dict[str, Any], request: ExecRequest) -> Future[Any]:
+        context = contextvars.copy_context()  # as asyncio.to_thread does
+        thread = self._pool.submit(context.run, fn, args, request)
+        if request.linger is not None:
+            request.linger(thread)
+        return thread
+
+
+def _timed_out(timeout: float, thread: Future[Any] | None) -> ExecResult:
+    if thread is None or thread.cancel():  # an async function (cancelled), or a call that never started
+        return ExecResult.failure("timeout", f"no result within {timeout:g}s", retryable=True)
+    return ExecResult.failure(
+        "timeout", f"no result within {timeout:g}s; the function is still running (a Python thread cannot "
+        "be stopped) and may yet complete, side effects included", retryable=False)
 
 
 class ToolFailure(Exception):

@@ -2,18 +2,23 @@
 
 - ``argv`` elements may hold ``{name}`` placeholders, each filled from one argument; the
   result stays one argv element however many spaces or quotes the value holds. ``argv[0]``
-  must be literal. Only scalar arguments fill placeholders; a value starting with ``-`` is
-  refused where it would begin an element (option injection) unless ``options.allow_dash_values``.
+  must be literal. Only scalar arguments fill placeholders; a filled element that starts with
+  ``-`` where the template's own text does not is refused (option injection, however the
+  placeholders combine) unless ``options.allow_dash_values``.
   ``{file:label}`` is replaced by the path of the file credential ``label``.
 - The child gets a clean environment: ``PATH``, ``LANG``, ``HOME`` (= its working folder),
   the descriptor's ``env`` and the env credentials — nothing from the gateway's environment.
-- It runs in the tool's sandbox folder (``cwd`` from the descriptor, relative to it and never
-  outside it), in a new session; stdin is closed; stdout and stderr are capped
-  (``options.max_output_bytes``, default 1 MiB each; the rest is drained and dropped).
+- It runs in the calling tenant's own folder of the tool's sandbox (``ExecRequest.tenant_sandbox``;
+  ``cwd`` from the descriptor is relative to it and never outside it), so what one tenant's
+  call leaves in its working folder or HOME (a CLI's cached login) no other tenant's call sees.
+  It runs in a new session; stdin is closed; stdout and stderr are capped
+  (``options.max_output_bytes``, default 1 MiB each; the rest is drained and dropped), the cut
+  never splitting one of the call's secrets (``gateway.executors.capture``).
 - At the timeout the whole process group is killed (SIGKILL) — children too; the result is
   ``tool_timeout`` (error type ``timeout``). After a normal exit any process left in the group is killed as well.
-- ``options.output: json`` parses stdout as JSON; otherwise data is
-  ``{"exit_code", "stdout"}``. A non-zero exit is a ``tool_error`` carrying stdout and stderr.
+- ``options.output: json`` parses stdout as JSON (stdout that is not JSON, or nested too deeply
+  to parse, is a ``tool_error``); otherwise data is ``{"exit_code", "stdout"}``. A non-zero exit
+  is a ``tool_error`` carrying stdout and stderr.
 """
 
 from __future__ import annotations
@@ -30,10 +35,10 @@ from typing import Any, Mapping
 from gateway.codes import Code
 from gateway.credentials import credential_files
 from gateway.executors.base import ExecRequest, ExecResult
+from gateway.executors.capture import CappedOutput, finish_readers
 
 DEFAULT_MAX_OUTPUT = 1024 * 1024
 CLEAN_PATH = "/usr/local/bin:/usr/bin:/bin"
-PIPE_GRACE_SECONDS = 2.0
 _PLACEHOLDER = re.compile(r"^(?:file:)?[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -51,6 +56,7 @@ def build_argv(template: list[str], args: Mapping[str, Any], files: Mapping[str,
 
 def _fill(item: str, args: Mapping[str, Any], files: Mapping[str, str], allow_dash: bool) -> str:
     out: list[str] = []
+    filled: list[tuple[str, str]] = []  # (placeholder, value) in order
     for literal, field, spec, conv in string.Formatter().parse(item):
         out.append(literal)
         if field is None:
@@ -60,10 +66,13 @@ def _fill(item: str, args: Mapping[str, Any], files: Mapping[str, str], allow_da
         if spec or conv or not _PLACEHOLDER.match(field):
             raise ArgvError(f"unsupported placeholder {{{field}}}")
         value = _value(field, args, files)
-        if not out[0] and len(out) == 1 and value.startswith("-") and not allow_dash:
-            raise ArgvError(f"argument {field!r} may not start with '-'")
         out.append(value)
+        filled.append((field, value))
     result = "".join(out)
+    # the finished element, not each value: "{a}{b}" with a="" still begins with b
+    if result.startswith("-") and not (out and out[0].startswith("-")) and not allow_dash:
+        field = next(f for f, v in filled if v)
+        raise ArgvError(f"argument {field!r} may not start with '-'")
     if "\0" in result:
         raise ArgvError("argument contains a NUL byte")
     return result
@@ -111,15 +120,18 @@ class SubprocessExecutor:
         with credential_files(creds) as files:
             try:
                 argv = build_argv(ex.argv, request.args, files, allow_dash=bool(options.get("allow_dash_values")))
-                cwd = sandbox_cwd(request.sandbox, ex.cwd)
+                cwd = sandbox_cwd(request.tenant_sandbox, ex.cwd)
             except ArgvError as exc:
                 return ExecResult.failure(Code.TOOL_ERROR.value, str(exc))
             env = child_env(cwd, ex.env, dict(creds.env) if creds is not None else {})
             cap = int(options.get("max_output_bytes", DEFAULT_MAX_OUTPUT))
-            return await _run(argv, cwd, env, cap, request.timeout, options.get("output") == "json")
+            secrets = creds.secret_values if creds is not None else ()
+            out, err = CappedOutput(cap, secrets), CappedOutput(cap, secrets)
+            return await _run(argv, cwd, env, (out, err), request.timeout, options.get("output") == "json")
 
 
-async def _run(argv: list[str], cwd: Path, env: dict[str, str], cap: int, timeout: float, as_json: bool) -> ExecResult:
+async def _run(argv: list[str], cwd: Path, env: dict[str, str], outputs: tuple[CappedOutput, CappedOutput],
+               timeout: float, as_json: bool) -> ExecResult:
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
@@ -127,30 +139,23 @@ async def _run(argv: list[str], cwd: Path, env: dict[str, str], cap: int, timeou
         )
     except OSError as exc:
         return ExecResult.failure(Code.TOOL_ERROR.value, f"cannot start {argv[0]}: {exc.strerror}")
-    out, err = _Capped(cap), _Capped(cap)
+    out, err = outputs
     readers = [asyncio.ensure_future(out.drain(proc.stdout)), asyncio.ensure_future(err.drain(proc.stderr))]
     try:
         await asyncio.wait_for(proc.wait(), timeout)
     except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
         _kill_group(proc.pid)
         await proc.wait()
-        await _finish(readers)
+        await finish_readers(readers)
         if isinstance(exc, asyncio.CancelledError):
             raise
         return ExecResult.failure(
             "timeout", f"killed after {timeout:g}s", retryable=True, stderr=err.text(),
         )
     _kill_group(proc.pid)  # whatever the tool left running in its group
-    await _finish(readers)
+    await finish_readers(readers)
     meta = {"exit_code": proc.returncode, "truncated": out.truncated or err.truncated}
     return _result(proc.returncode or 0, out.text(), err.text(), meta, as_json)
-
-
-async def _finish(readers: list[asyncio.Future[None]]) -> None:
-    """Let the readers reach EOF; a process that escaped the group may hold a pipe open: stop waiting."""
-    _, pending = await asyncio.wait(readers, timeout=PIPE_GRACE_SECONDS)
-    for task in pending:
-        task.cancel()
 
 
 def _result(code: int, stdout: str, stderr: str, meta: dict[str, Any], as_json: bool) -> ExecResult:
@@ -164,29 +169,10 @@ def _result(code: int, stdout: str, stderr: str, meta: dict[str, Any], as_json: 
     try:
         return ExecResult(ok=True, data=json.loads(stdout), stderr=stderr, meta=meta)
     except ValueError:
-        return ExecResult.failure(Code.TOOL_ERROR.value, "stdout is not JSON", data={"stdout": stdout},
-                                  stderr=stderr, meta=meta)
-
-
-class _Capped:
-    """Keeps the first ``cap`` bytes of a stream and drops the rest."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.buf = bytearray()
-        self.truncated = False
-
-    async def drain(self, stream: asyncio.StreamReader | None) -> None:
-        if stream is None:
-            return
-        while chunk := await stream.read(65536):
-            room = self.cap - len(self.buf)
-            if len(chunk) > room:
-                self.truncated = True
-            self.buf += chunk[: max(room, 0)]
-
-    def text(self) -> str:
-        return self.buf.decode("utf-8", errors="replace")
+        problem = "stdout is not JSON"
+    except RecursionError:
+        problem = "stdout is JSON nested too deeply to read"
+    return ExecResult.failure(Code.TOOL_ERROR.value, problem, data={"stdout": stdout}, stderr=stderr, meta=meta)
 
 
 def _kill_group(pgid: int) -> None:

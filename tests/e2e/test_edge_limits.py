@@ -91,5 +91,7 @@ async def test_approval_watch_streams_are_capped(small) -> None:
                                         metadata=(("x-api-key", AGENT_KEY),), timeout=10)
         assert asked.code == "approval_required"
         event = await asyncio.wait_for(third.read(), 5)
-        assert (event.type, event.approval.approval_id) == ("requested", asked.approval_required.approval_id)
+        while event.approval.approval_id != asked.approval_required.approval_id:
+            event = await asyncio.wait_for(third.read(), 5)
+        assert event.type in ("current", "requested")  # this stream is served: current if it was made first
         third.cancel()

@@ -1,9 +1,14 @@
+import base64
 import json
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from gateway.credentials import ResolvedCredentials
 from gateway.executors.http import HttpExecutor, effective_hosts
+from gateway.models import CallContext, Identity, ToolCall
+from gateway.normalize import normalize
+from gateway.tools import ToolRegistry
 
 
 def _tool(make_tool, url, hosts, **opts):
@@ -129,3 +134,78 @@ def test_effective_hosts_is_an_intersection():
     assert effective_hosts(["a.com", "b.com:8443"], ["b.com"]) == ["b.com:8443"]
     assert effective_hosts(["a.com"], "a.com") == ["a.com"]
     assert effective_hosts(["a.com"], ["evil.com"]) == []
+
+
+# -- the body cap never cuts a secret in half; dot segments; deep JSON ------------------------
+
+SECRET = "sk_live_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+
+
+def _pad_then_key(seen):
+    """Echoes ``pad`` x's, then the X-Api-Key header (raw or base64), like a debug endpoint."""
+    query = parse_qs(urlsplit(seen.path).query)
+    key = seen.headers.get("x-api-key", "")
+    key = base64.b64encode(key.encode()).decode() if query["form"][0] == "b64" else key
+    return 200, {"content-type": "text/plain"}, ("x" * int(query["pad"][0]) + key + " and more").encode()
+
+
+def _ctx(tool_config, credentials):
+    ctx = CallContext("d-1", Identity("acme", "agent"), ToolCall(tool_config.name, b"{}"), 0.0)
+    ctx.tool = ToolRegistry([tool_config]).resolve(tool_config.name)
+    ctx.args, ctx.credentials = {}, credentials
+    return ctx
+
+
+@pytest.mark.parametrize("form, secret_form", [("raw", SECRET), ("b64", base64.b64encode(SECRET.encode()).decode())])
+@pytest.mark.parametrize("inside", [4, 20, -3, -1])
+async def test_a_secret_crossing_the_body_cap_is_never_cut_in_half(executor, http_server, make_tool, make_request,
+                                                                  form, secret_form, inside):
+    """The agent picks the padding, so it picks where the cap lands inside the echoed key."""
+    cap = 200
+    server = http_server({"/echo": _pad_then_key})
+    tool = _tool(make_tool, server.base + "/echo?pad={pad}&form={form}", ["127.0.0.1"],
+                 options={"max_response_bytes": cap})
+    creds = ResolvedCredentials(headers={"X-Api-Key": SECRET}, secret_values=frozenset({SECRET}))
+    pad = cap - (inside % len(secret_form))
+    result = await executor.execute(make_request(tool, {"pad": pad, "form": form}, credentials=creds))
+    assert result.ok and result.meta["truncated"] is True and len(result.data["body"].encode()) <= cap
+    obs = normalize(_ctx(tool, creds), result, 1, 64 * 1024)
+    shown = json.dumps([obs.data, obs.summary], ensure_ascii=False)
+    assert "x" * 100 in shown
+    assert [secret_form[:k] for k in range(4, len(secret_form) + 1) if secret_form[:k] in shown] == []
+
+
+@pytest.mark.parametrize("template, args", [
+    ("/v1/users/{user}/profile", {"user": ".."}),
+    ("/v1/users/{user}/profile", {"user": "."}),
+    ("/v1/users/{a}{b}/profile", {"a": ".", "b": "."}),
+    ("/v1/users/.{a}/profile", {"a": "."}),
+    ("/v1/users/{user}", {"user": ".."}),
+])
+async def test_a_value_making_a_dot_segment_is_refused_and_nothing_is_sent(executor, http_server, make_tool,
+                                                                          make_request, template, args):
+    server = http_server()
+    tool = _tool(make_tool, server.base + template, ["127.0.0.1"])
+    creds = ResolvedCredentials(headers={"X-Api-Key": "key-1"}, secret_values=frozenset({"key-1"}))
+    result = await executor.execute(make_request(tool, args, credentials=creds))
+    assert not result.ok and result.error.type == "tool_error" and "path segment" in result.error.message
+    assert server.connections == 0 and server.seen == []
+
+
+async def test_dots_that_make_no_dot_segment_go_to_the_templates_route(executor, http_server, make_tool,
+                                                                      make_request):
+    server = http_server()
+    tool = _tool(make_tool, server.base + "/v1/users/{user}/profile?q={q}", ["127.0.0.1"])
+    result = await executor.execute(make_request(tool, {"user": "...", "q": ".."}))
+    assert result.ok and server.seen[0].path == "/v1/users/.../profile?q=.."
+
+
+@pytest.mark.parametrize("body", [b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 700 + b"1" + b"}" * 700])
+async def test_json_nested_too_deeply_is_observed_as_text(executor, http_server, make_tool, make_request, body):
+    server = http_server({"/deep": lambda seen: (200, {"content-type": "application/json"}, body)})
+    tool = _tool(make_tool, server.base + "/deep", ["127.0.0.1"])
+    result = await executor.execute(make_request(tool))
+    assert result.ok
+    obs = normalize(_ctx(tool, None), result, 1, 64 * 1024)  # never a RecursionError
+    assert obs.status == "ok"
+    assert isinstance(obs.data, str) or isinstance(obs.data["body"], str)  # the JSON as text

@@ -82,8 +82,12 @@ def test_ordinary_text_is_untouched():
     assert Scrubber(["unrelated-secret-value"]).text(text) == (text, 0)
 
 
-def test_numbers_are_left_alone():
-    assert Scrubber(["12345678"]).data({"n": 12345678}) == ({"n": 12345678}, 0)
+def test_numbers_are_left_alone_unless_they_hold_a_numeric_secret():
+    data = {"n": 12345679, "f": 1.5, "ok": True, "secret": 12345678, "inside": 9123456780, "float": 12345678.0}
+    clean, n = Scrubber(["12345678", "not-digits"]).data(data)
+    assert clean == {"n": 12345679, "f": 1.5, "ok": True, "secret": REDACTED, "inside": REDACTED, "float": REDACTED}
+    assert n == 3
+    assert Scrubber(["not-digits"]).data({"n": 12345678}) == ({"n": 12345678}, 0)
 
 
 @settings(max_examples=200, deadline=None)
@@ -98,3 +102,17 @@ def test_property_no_form_of_the_secret_survives(secret, before, after, form):
     text, n = Scrubber([secret]).text(before + encoded + after)
     assert n >= 1
     assert encoded not in text
+
+
+@pytest.mark.parametrize("before, secret_text", [
+    ("", SECRET), ("", base64.b64encode(SECRET.encode()).decode()), ("", quote(SECRET, safe="")),
+    ("Authorization: Bearer ", "t" * 40),  # a secret shape: the pattern, not the value, finds it
+])
+def test_a_cut_never_splits_a_secret_or_a_secret_shape(before, secret_text):
+    scrubber = Scrubber([SECRET])
+    head = "x" * 50 + before
+    text = head + secret_text + " tail"
+    for limit in range(len(head) + 1, len(head) + len(secret_text)):
+        assert scrubber.cut(text, limit) == head
+    assert scrubber.cut(text, len(head) + len(secret_text)) == head + secret_text
+    assert scrubber.cut(text, 20) == "x" * 20 and scrubber.cut("short", 100) == "short"

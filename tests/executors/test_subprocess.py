@@ -1,3 +1,4 @@
+import base64
 import json
 import os
 import sys
@@ -6,7 +7,12 @@ import time
 import pytest
 
 from gateway.credentials import ResolvedCredentials
+from gateway.execute import ExecuteStage, executor_factories
+from gateway.executors.base import ExecutorRegistry, tenant_folder
 from gateway.executors.subprocess import SubprocessExecutor
+from gateway.models import CallContext, Identity, ToolCall
+from gateway.normalize import normalize
+from gateway.tools import ToolRegistry
 
 PY = sys.executable
 
@@ -81,7 +87,7 @@ async def test_runs_inside_the_sandbox_and_cwd_cannot_escape(make_tool, make_req
     tool = _tool(make_tool, [PY, "-c", "import os; print(os.getcwd())"], executor_extra={"cwd": "work"})
     request = make_request(tool)
     result = await SubprocessExecutor().execute(request)
-    assert result.data["stdout"].strip() == str((request.sandbox / "work").resolve())
+    assert result.data["stdout"].strip() == str((request.sandbox / "acme" / "work").resolve())
     escape = _tool(make_tool, ["pwd"], executor_extra={"cwd": "../.."})
     result = await SubprocessExecutor().execute(make_request(escape))
     assert not result.ok and "sandbox" in result.error.message
@@ -133,3 +139,110 @@ async def test_non_zero_exit_is_a_tool_error_with_stderr(make_tool, make_request
 async def test_missing_program_is_a_tool_error(make_tool, make_request):
     result = await SubprocessExecutor().execute(make_request(_tool(make_tool, ["/nonexistent/prog"])))
     assert not result.ok and result.error.type == "tool_error"
+
+
+# -- output caps never cut a secret in half; option injection; deep JSON; tenant sandboxes -----
+
+SECRET = "sk_live_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+B64_SECRET = base64.b64encode(SECRET.encode()).decode()
+ECHO_AFTER_PAD = ("import base64, os, sys; token = os.environ['API_TOKEN']; form = sys.argv[2]\n"
+                  "token = base64.b64encode(token.encode()).decode() if form == 'b64' else token\n"
+                  "out = sys.stdout if sys.argv[3] == 'stdout' else sys.stderr\n"
+                  "out.write(sys.argv[1] + token + ' and more'); out.flush(); sys.exit(sys.argv[3] == 'stderr')")
+
+
+def _ctx(tool_config, tenant="acme", credentials=None):
+    ctx = CallContext(f"d-{time.monotonic_ns()}", Identity(tenant, "agent"), ToolCall(tool_config.name, b"{}"), 0.0)
+    ctx.tool = ToolRegistry([tool_config]).resolve(tool_config.name)
+    ctx.args, ctx.credentials = {}, credentials
+    return ctx
+
+
+def _shown(obs) -> str:
+    """Everything of an observation an agent reads."""
+    return json.dumps([obs.data, obs.summary, obs.error and obs.error.message], ensure_ascii=False)
+
+
+def _prefixes(text: str, secret: str) -> list[str]:
+    return [secret[:k] for k in range(4, len(secret) + 1) if secret[:k] in text]
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+@pytest.mark.parametrize("form, secret_form", [("raw", SECRET), ("b64", B64_SECRET)])
+@pytest.mark.parametrize("inside", [4, 20, -3, -1])
+async def test_a_secret_crossing_the_output_cap_is_never_cut_in_half(make_tool, make_request, stream, form,
+                                                                   secret_form, inside):
+    """The agent picks the padding, so it picks where the cap lands inside the echoed secret."""
+    cap = 200
+    pad = "x" * (cap - (inside % len(secret_form)))
+    tool = _tool(make_tool, [PY, "-c", ECHO_AFTER_PAD, "{pad}", form, stream],
+                 executor_extra={"options": {"max_output_bytes": cap}})
+    creds = ResolvedCredentials(env={"API_TOKEN": SECRET}, secret_values=frozenset({SECRET}))
+    result = await SubprocessExecutor().execute(make_request(tool, {"pad": pad}, credentials=creds))
+    assert result.meta["truncated"] is True
+    assert len((result.data["stdout"] if stream == "stdout" else result.stderr).encode()) <= cap
+    shown = _shown(normalize(_ctx(tool, credentials=creds), result, 1, 64 * 1024))
+    assert pad[:100] in shown  # the output itself is there
+    assert _prefixes(shown, secret_form) == [] and _prefixes(shown, SECRET) == []
+
+
+@pytest.mark.parametrize("argv, args", [
+    (["echo", "{a}{b}"], {"a": "", "b": "--upload-pack=touch pwned"}),
+    (["echo", "{a}{b}{c}"], {"a": "", "b": "", "c": "-rf"}),
+    (["head", "{a}{b}", "notes.txt"], {"a": "", "b": -5}),
+])
+async def test_an_element_starting_with_a_dash_is_refused_however_placeholders_combine(make_tool, make_request,
+                                                                                      argv, args):
+    tool = _tool(make_tool, argv)
+    result = await SubprocessExecutor().execute(make_request(tool, args))
+    assert not result.ok and result.error.type == "tool_error" and "may not start with '-'" in result.error.message
+
+
+async def test_a_dash_the_template_itself_begins_with_is_allowed(make_tool, make_request):
+    tool = _tool(make_tool, [PY, "-c", "import sys, json; print(json.dumps(sys.argv[1:]))", "-{a}{b}", "x{c}"],
+                 executor_extra={"options": {"output": "json"}})
+    result = await SubprocessExecutor().execute(make_request(tool, {"a": "", "b": "v", "c": "-n"}))
+    assert result.ok and result.data == ["-v", "x-n"]
+
+
+async def test_json_stdout_nested_too_deeply_is_a_tool_error(make_tool, make_request):
+    tool = _tool(make_tool, [PY, "-c", "print('[' * 100000 + ']' * 100000)"],
+                 executor_extra={"options": {"output": "json"}})
+    result = await SubprocessExecutor().execute(make_request(tool))
+    assert not result.ok and result.error.type == "tool_error" and "nested too deeply" in result.error.message
+
+
+CACHING_CLI = ("import os, pathlib; rc = pathlib.Path.home() / '.toolrc'\n"
+               "print('cached:', rc.read_text() if rc.exists() else '<none>', 'home:', os.environ['HOME'])\n"
+               "rc.exists() or rc.write_text('token=' + os.environ['API_TOKEN'])")
+
+
+async def test_each_tenant_has_its_own_sandbox_and_home(tmp_path, make_tool):
+    """A CLI caching its login in HOME: what one tenant's call leaves there the next tenant's never sees."""
+    tool = make_tool("cli", executor={"kind": "subprocess", "argv": [PY, "-c", CACHING_CLI]})
+    stage = ExecuteStage(ExecutorRegistry(executor_factories()), tmp_path / "sandbox")
+    seen = {}
+    for tenant, token in (("acme", "acme-only-token-AAAAAAAA"), ("globex", "globex-only-token-BBBBBBBB"),
+                          ("acme", "acme-only-token-AAAAAAAA")):
+        creds = ResolvedCredentials(env={"API_TOKEN": token}, secret_values=frozenset({token}))
+        result, _ = await stage.run(_ctx(tool, tenant, creds))
+        assert result.ok, result
+        seen.setdefault(tenant, []).append(result.data["stdout"])
+    assert seen["globex"][0].startswith("cached: <none>")
+    assert "acme-only" not in seen["globex"][0]
+    assert seen["acme"][1].startswith("cached: token=acme-only-token")  # a tenant keeps its own state
+    home = seen["globex"][0].split("home: ")[1].strip()
+    assert home == str((tmp_path / "sandbox" / "cli" / "globex").resolve())
+
+
+@pytest.mark.parametrize("tenants", [
+    ["..", ".", "", "%", "%25", "%2E%2E"],
+    ["a/b", "a%2Fb", "a_b", "a-b", "A-B"],
+    ["x" * 300, "x" * 301, "é", "%C3%A9"],
+])
+def test_tenant_folders_are_single_distinct_path_components(tmp_path, tenants):
+    folders = [tenant_folder(t) for t in tenants]
+    assert len(set(folders)) == len(folders)
+    for folder in folders:
+        assert folder not in ("", ".", "..") and "/" not in folder and len(folder) <= 130
+        assert (tmp_path / folder).resolve().parent == tmp_path.resolve()

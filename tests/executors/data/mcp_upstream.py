@@ -2,6 +2,8 @@
 
 Tools: ``add`` (read), ``whoami`` (echoes the UPSTREAM_TOKEN env credential, raw and base64),
 ``wipe`` (left unclassified by the tests: it must not be callable), ``fail`` (reports an error),
+``fail_with`` (reports an error with the given message), ``refuse`` (an error result whose text
+is the given message and whose structured content does not hold it),
 ``auth_header`` (over HTTP: the Authorization header the request came with).
 If the file named by MCP_EXTRA_TOOL_FILE exists, ``add``'s description changes (a "rug pull").
 """
@@ -12,6 +14,8 @@ import socket
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent
 
 server = MCPServer("test-upstream")
 _rug = os.environ.get("MCP_EXTRA_TOOL_FILE", "")
@@ -38,6 +42,17 @@ def wipe() -> str:
 @server.tool(description="Always fails.")
 def fail() -> str:
     raise RuntimeError("upstream failure on purpose")
+
+
+@server.tool(description="Always fails, with the message it is given.")
+def fail_with(message: str) -> str:
+    raise ToolError(message)  # a deliberate error: its text reaches the client
+
+
+@server.tool(description="Refuses: an error whose text is the message, with structured content beside it.")
+def refuse(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], structured_content={"refused": True},
+                          is_error=True)
 
 
 @server.tool(description="The Authorization header of this HTTP request.")

@@ -1,0 +1,31 @@
+"""Sync python tools for the executor tests, called in worker threads of the python executor.
+
+``hang`` records that it started, then blocks until the test opens its gate (``GATES[gate]``);
+``fail_with`` raises with the message it is given.
+"""
+
+import threading
+
+GATES: dict[str, threading.Event] = {}
+STARTED: dict[str, list[str]] = {}
+ENDED: dict[str, threading.Event] = {}
+
+
+def gate(name: str) -> threading.Event:
+    """A fresh closed gate ``name`` (and its bookkeeping)."""
+    GATES[name], STARTED[name], ENDED[name] = threading.Event(), [], threading.Event()
+    return GATES[name]
+
+
+def hang(args, ctx):
+    name = args["gate"]
+    STARTED[name].append(ctx.decision_id)
+    try:
+        GATES[name].wait(30)  # bounded: a failing test cannot leave the thread behind for long
+    finally:
+        ENDED[name].set()
+    return {"released": True}
+
+
+def fail_with(args, ctx):
+    raise RuntimeError(args["message"])

@@ -36,11 +36,28 @@ the stage's own cut-off comes this much later. Others are cut off at the timeout
 
 
 def effective_constraints(ctx: CallContext) -> dict[str, Any]:
-    """The descriptor's constraints, narrowed (overridden) by the policy decision's."""
-    merged = dict(ctx.tool.config.constraints)
-    decision = getattr(ctx.decision, "constraints", None) or {}
-    merged.update(decision)
+    """The descriptor's constraints, with the policy decision's on top.
+
+    The decision sets a key the descriptor leaves open or overrides it, with two exceptions
+    that would widen the descriptor's scope rather than narrow it: ``null`` never lifts a
+    constraint the descriptor sets, and ``hosts`` from both is their intersection (in the
+    descriptor's order), so policy can take hosts away but never add one.
+    """
+    static = ctx.tool.config.constraints
+    merged = dict(static)
+    for key, value in (getattr(ctx.decision, "constraints", None) or {}).items():
+        if value is None and static.get(key) is not None:
+            continue
+        if key == "hosts" and static.get("hosts") is not None:
+            value = _common_hosts(static["hosts"], value)
+        merged[key] = value
     return merged
+
+
+def _common_hosts(static: Any, decided: Any) -> list[str]:
+    as_list = lambda v: [v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else []  # noqa: E731
+    allowed = {str(h).lower() for h in as_list(decided)}
+    return [h for h in as_list(static) if str(h).lower() in allowed]
 
 
 def retry_safe(tool: ToolConfig) -> bool:

@@ -123,3 +123,23 @@ async def test_admission_enforces_the_concurrency_cap_until_the_call_finishes(tm
     assert (await stage.admit(_ctx(tool))).code == Code.CONCURRENCY_LIMITED
     await stage.run(first)
     assert await stage.admit(_ctx(tool)) is None
+
+
+@pytest.mark.parametrize("decided, hosts", [
+    ({"hosts": None}, ["a.example"]),  # null cannot lift the descriptor's narrowing
+    ({"hosts": ["a.example", "b.example"]}, ["a.example"]),  # nor can a longer list widen it
+    ({"hosts": ["B.example"]}, []),  # policy may take hosts away
+    ({"hosts": "a.example"}, ["a.example"]),
+    ({}, ["a.example"]),
+])
+def test_policy_constraints_narrow_the_descriptors_hosts_and_never_widen_them(make_tool, decided, hosts):
+    from policies import PolicyDecision
+
+    from gateway.execute import effective_constraints
+
+    tool = make_tool("fetch", executor={"kind": "http", "url": "https://a.example/x",
+                                        "allowed_hosts": ["a.example", "b.example"]},
+                     constraints={"hosts": ["a.example"], "root": "w"})
+    ctx = _ctx(tool)
+    ctx.decision = PolicyDecision(decision="allow", constraints={**decided, "root": None, "limit": 3})
+    assert effective_constraints(ctx) == {"hosts": hosts, "root": "w", "limit": 3}

@@ -138,11 +138,21 @@ def _plain(value: Any, depth: int) -> bool:
     return False
 
 
+def data_json(data: Any) -> bytes:
+    """The observation's data as sent (``data_json``): what ``max_bytes`` bounds."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 def _cap(data: Any, max_bytes: int) -> tuple[Any, bool]:
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    if len(text.encode()) <= max_bytes:
+    """``data``, or when its JSON is over ``max_bytes`` the start of that JSON text, as a string
+    whose own JSON (quotes and escapes included) fits."""
+    text = data_json(data)
+    if len(text) <= max_bytes:
         return data, False
-    return text.encode()[:max_bytes].decode("utf-8", errors="ignore"), True
+    cut = text[:max_bytes].decode("utf-8", errors="ignore")
+    while (over := len(data_json(cut)) - max_bytes) > 0:  # each character costs at least one byte
+        cut = cut[:len(cut) - over]
+    return cut, True
 
 
 def _summary(data: Any) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import grpc
@@ -12,6 +11,7 @@ from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.auth import require_identity
 from gateway.models import ApprovalRequired, CallResult, EvidenceRequired, Observation, Refused, ToolCall
+from gateway.normalize import data_json
 
 MAX_NAME = 256
 
@@ -107,7 +107,7 @@ def _observation(o: Observation) -> pb.Observation:
     return pb.Observation(
         status=o.status,
         summary=o.summary,
-        data_json=json.dumps(o.data, ensure_ascii=False).encode(),
+        data_json=data_json(o.data),  # compact, as normalize measured it against max_observation_bytes
         truncated=o.truncated,
         error=pb.ErrorInfo(type=o.error.type, message=o.error.message, retryable=o.error.retryable) if o.error else None,
         duration_ms=o.duration_ms,

@@ -40,6 +40,7 @@ log = structlog.get_logger("toolgate.audit")
 
 GENESIS = "sha256:" + "0" * 64
 ROTATED = "audit_rotated"
+RESTARTED = "audit_restarted"
 _HEAD_WIDTH = 128  # bytes of the head file: its JSON padded with spaces (seq up to 20 digits fits)
 
 
@@ -73,6 +74,8 @@ class _ChainedFile:
         self.path = path
         self.fsync = fsync
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.set_aside = _set_aside_if_cut(path)
+        """When the log ended before its head: what was moved aside, for the first record."""
         self.seq, self.last_hash = _tail_state(path)
         self._file = open(path, "ab", buffering=1024 * 1024)
         self._head = path.with_name(path.name + ".head")
@@ -137,7 +140,11 @@ class AuditLog:
         self._sink = _ChainedFile(self.path, fsync)
         self._gateway_id = gateway_id
         self._rotate_bytes = rotate_bytes
-        if self._sink.seq and self._sink.size() == 0:  # stopped between a rotation's rename and its record
+        if self._sink.set_aside:  # records were removed from the log: keep the evidence, say so, start anew
+            log.error("audit_log_cut", path=str(self.path), **self._sink.set_aside)
+            self.record(RESTARTED, code="audit_log_cut", **self._sink.set_aside)
+            self._sink.flush()
+        elif self._sink.seq and self._sink.size() == 0:  # stopped between a rotation's rename and its record
             self._rotated(self.path.with_name(f"{self.path.name}.{self._sink.seq:012d}").name)
 
     def record(self, stage: str, *, decision_id: str = "", code: str = "", **fields: Any) -> None:
@@ -193,6 +200,27 @@ def _tail_state(path: Path) -> tuple[int, str]:
         except (ValueError, KeyError, TypeError):
             continue
     return 0, GENESIS
+
+
+def _set_aside_if_cut(path: Path) -> dict[str, Any] | None:
+    """A log that ends before its head lost records after they were written: cut short, emptied
+    or deleted (the head never leads what was written, short of a power loss without
+    ``audit.fsync``). Continuing its chain would overwrite the head and hide that, so both are
+    renamed ``<log>.cut-<unix time>`` (and ``.head``) for ``audit verify`` and an investigation,
+    and the gateway starts a new chain whose first record names them."""
+    head_path = path.with_name(path.name + ".head")
+    try:
+        head_seq = int(json.loads(head_path.read_text())["seq"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    log_seq, _ = _tail_state(path)
+    if head_seq <= log_seq:
+        return None
+    kept = path.with_name(f"{path.name}.cut-{int(time.time())}")
+    if path.exists():
+        os.rename(path, kept)
+    os.rename(head_path, kept.with_name(kept.name + ".head"))
+    return {"previous_file": kept.name, "log_ended_at_seq": log_seq, "head_seq": head_seq}
 
 
 def _head_after_rename(path: Path) -> tuple[int, str]:

@@ -1,0 +1,58 @@
+"""A gateway starting on a log that ends before its head (records removed after they were
+written) keeps the evidence and says so, instead of carrying the chain on over the cut and
+overwriting the head that showed it. Real files; the AuditLog the gateway opens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gateway.audit import AuditLog
+from gateway.audit_verify import verify_file
+
+
+def _write(path: Path, n: int) -> None:
+    log = AuditLog(path, gateway_id="g")
+    for i in range(n):
+        log.record("call", decision_id=f"d-{i}", code="ok")
+        log.flush()
+    log.close()
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_log_cut_short_is_set_aside_and_a_new_chain_names_it(tmp_path) -> None:
+    path = tmp_path / "audit.jsonl"
+    _write(path, 6)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:3]))  # the last three records removed
+    _write(path, 1)  # the gateway starts again, and one call is recorded
+    (kept,) = tmp_path.glob("audit.jsonl.cut-*[0-9]")
+    assert len(_records(kept)) == 3 and (tmp_path / f"{kept.name}.head").exists()
+    first, call = _records(path)
+    assert (first["stage"], first["code"], first["seq"]) == ("audit_restarted", "audit_log_cut", 1)
+    assert (first["previous_file"], first["log_ended_at_seq"], first["head_seq"]) == (kept.name, 3, 6)
+    assert call["seq"] == 2 and verify_file(path).ok  # the new chain is whole
+    cut = verify_file(kept)  # and the evidence still shows what happened
+    assert not cut.ok and "head" in cut.reason
+
+
+def test_a_deleted_log_beside_its_head_is_recorded_too(tmp_path) -> None:
+    path = tmp_path / "audit.jsonl"
+    _write(path, 2)
+    path.unlink()
+    _write(path, 0)
+    (head,) = tmp_path.glob("audit.jsonl.cut-*.head")
+    assert json.loads(head.read_text())["seq"] == 2
+    (first,) = _records(path)
+    assert (first["stage"], first["log_ended_at_seq"], first["head_seq"]) == ("audit_restarted", 0, 2)
+
+
+def test_an_intact_log_goes_on_where_it_ended(tmp_path) -> None:
+    path = tmp_path / "audit.jsonl"
+    _write(path, 3)
+    _write(path, 2)
+    assert [r["seq"] for r in _records(path)] == [1, 2, 3, 4, 5]
+    assert not list(tmp_path.glob("*.cut-*")) and verify_file(path).ok

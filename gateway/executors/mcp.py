@@ -45,8 +45,10 @@ from gateway.codes import Code
 from gateway.executors.base import ExecRequest, ExecResult
 from gateway.executors.capture import CappedOutput, captured_pipe
 from gateway.executors.egress_backend import CheckedBackend, Resolver, non_public_in, system_resolver
+from gateway.executors.sdk_logs import withhold_sdk_details
 
 log = structlog.get_logger("toolgate.mcp")
+withhold_sdk_details()  # the SDK logs upstream output unscrubbed (gateway.executors.sdk_logs)
 
 STDERR_CAP_BYTES = 64 * 1024
 """What a stdio upstream writes to stderr during one call is kept up to this size."""

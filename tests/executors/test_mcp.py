@@ -223,3 +223,21 @@ async def test_instructions_in_an_upstream_error_are_flagged(tmp_path, make_tool
     obs = normalize(_ctx(tool), result, 1, 64 * 1024)
     assert obs.status == "error" and evil in obs.error.message and obs.data == {"refused": True}
     assert obs.flags == ("possible_prompt_injection",)
+
+
+def test_what_the_sdk_logs_of_an_upstreams_output_is_withheld(capfd):
+    """The SDK's own logging of a stdout line it could not parse (its exception quotes the
+    line), emitted as the SDK emits it, once the MCP executor is loaded."""
+    import logging
+
+    import gateway.executors.mcp  # noqa: F401  (installs the handler)
+
+    sdk = logging.getLogger("mcp.client.stdio")
+    try:
+        raise ValueError(f"Invalid JSON: input_value='not json-rpc: token={UPSTREAM_TOKEN}'")
+    except ValueError:
+        sdk.exception("Failed to parse JSONRPC message from server: %s", UPSTREAM_TOKEN)
+    logging.getLogger("mcp.client.streamable_http").warning(f"Unknown SSE event: {UPSTREAM_TOKEN}")
+    _, err = capfd.readouterr()
+    assert UPSTREAM_TOKEN not in err
+    assert err.count("details withheld") == 2 and "(ValueError)" in err

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
+import rfc8785
+
 from gateway.config import ToolConfig
 from gateway.models import ErrorInfo
 
@@ -39,6 +41,12 @@ class ExecRequest:
 
 TENANT_FOLDER_CHARS = 128
 """A tenant name longer than this once encoded gets a hashed folder name instead."""
+
+
+def number_text(value: int | float) -> str:
+    """A number as RFC 8785 writes it, which is what was hashed and shown to the approver:
+    ``1e20`` is ``100000000000000000000``, not Python's ``1e+20``; ``1e-7`` is ``1e-7``."""
+    return str(value) if type(value) is int else rfc8785.dumps(value).decode()
 
 
 def tenant_folder(tenant: str) -> str:

@@ -34,7 +34,7 @@ from urllib.parse import quote
 import httpx
 
 from gateway.codes import Code
-from gateway.executors.base import ExecRequest, ExecResult
+from gateway.executors.base import ExecRequest, ExecResult, number_text
 from gateway.executors.capture import CappedOutput
 from gateway.executors.egress_backend import CheckedBackend, NonPublicAddress, Resolver, is_ip_literal, system_resolver
 
@@ -61,7 +61,7 @@ def render_url(template: str, args: Mapping[str, Any]) -> str:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise ValueError(f"URL placeholder {{{field}}} must be a string or number")
         start = sum(map(len, out))
-        out.append(quote(str(value), safe=""))
+        out.append(quote(value if isinstance(value, str) else number_text(value), safe=""))
         filled.append((start, start + len(out[-1]), field))
     url = "".join(out)
     _refuse_dot_segments(url, filled)

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 from gateway.codes import Code
 from gateway.credentials import credential_files
-from gateway.executors.base import ExecRequest, ExecResult
+from gateway.executors.base import ExecRequest, ExecResult, number_text
 from gateway.executors.capture import CappedOutput, finish_readers
 
 DEFAULT_MAX_OUTPUT = 1024 * 1024
@@ -89,8 +89,10 @@ def _value(field: str, args: Mapping[str, Any], files: Mapping[str, str]) -> str
     value = args[field]
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (str, int, float)):
-        return str(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return number_text(value)
     raise ArgvError(f"argument {field!r} must be a string, number or boolean")
 
 

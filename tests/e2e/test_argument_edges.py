@@ -116,6 +116,14 @@ async def test_the_tool_gets_the_numbers_that_were_hashed(edge_client):
         assert json.loads(resp.observation.data_json) == ["1", "0"]
 
 
+async def test_numbers_past_2_53_and_small_ones_reach_argv_as_the_approver_saw_them(edge_client):
+    client, _ = edge_client
+    resp = await client.call("argv_echo", '{"id": 7, "z": 1e20}')  # a float past 2^53 stays a float
+    assert json.loads(resp.observation.data_json) == ["7", "100000000000000000000"]  # not Python's 1e+20
+    resp = await client.call("argv_echo", '{"id": 7, "z": 1.5e-7}')
+    assert json.loads(resp.observation.data_json) == ["7", "1.5e-7"]  # RFC 8785's form, not 1.5e-07
+
+
 async def test_a_python_tool_gets_ints_for_integral_numbers(edge_client):
     client, _ = edge_client
     resp = await client.call("echo", '{"n": 2.0, "nested": [-0.0, 1e2], "half": 0.5}')

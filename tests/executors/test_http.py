@@ -209,3 +209,11 @@ async def test_json_nested_too_deeply_is_observed_as_text(executor, http_server,
     obs = normalize(_ctx(tool, None), result, 1, 64 * 1024)  # never a RecursionError
     assert obs.status == "ok"
     assert isinstance(obs.data, str) or isinstance(obs.data["body"], str)  # the JSON as text
+
+
+def test_numbers_in_a_url_are_written_as_they_were_hashed():
+    from gateway.executors.http import render_url
+
+    assert render_url("https://api.example.com/items/{n}", {"n": 1e20}) == "https://api.example.com/items/100000000000000000000"
+    assert render_url("https://api.example.com/items/{n}", {"n": 2.5e-7}) == "https://api.example.com/items/2.5e-7"
+    assert render_url("https://api.example.com/items/{n}", {"n": 42}) == "https://api.example.com/items/42"

@@ -13,6 +13,8 @@ import multiprocessing
 import os
 import time
 
+import pytest
+
 from gateway.store.sqlite import SQLiteStore
 
 RESTART_FRAMES = 300  # 1.2 MB
@@ -43,6 +45,7 @@ def _quiet_disk() -> None:
     os.sync()
 
 
+@pytest.mark.first
 def test_two_writing_processes_keep_the_wal_bounded(tmp_path):
     _quiet_disk()
     path = str(tmp_path / "s.db")
@@ -74,6 +77,7 @@ async def test_close_stops_the_checkpoint_thread(tmp_path):
     assert not thread.is_alive()
 
 
+@pytest.mark.first
 async def test_one_busy_process_keeps_writing_while_the_wal_restarts(tmp_path):
     """A loop that never idles, writing as fast as it can (~25,000 claims a second, ten
     times a gateway worker's rate): every write succeeds (a RESTART from the checkpoint

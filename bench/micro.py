@@ -112,13 +112,13 @@ def _grant_verify(ctx: Any, ops: int) -> dict[str, float]:
     claims = {
         "iss": gateway_id, "sub": str(uuid.uuid4()), "aud": gateway_id, "tool": ctx.tool.name,
         "args_hash": ctx.args_hash, "tenant": ident.tenant, "run_id": ctx.call.run_id, "agent": ident.agent,
-        "iat": now, "nbf": now, "exp": now + settings.grant_ttl_seconds, "jti": str(uuid.uuid4()),
+        "user": ident.user, "iat": now, "nbf": now, "exp": now + settings.grant_ttl_seconds, "jti": str(uuid.uuid4()),
         "approvers": ["bench-ops"], "groups": ["ops"],
     }
     grant = tokens.sign(claims, keys.signer, tokens.TYP_GRANT)
     expected = tokens.Expected(
         audience=gateway_id, approval_id=claims["sub"], tool=ctx.tool.name, tenant=ident.tenant,
-        run_id=ctx.call.run_id, args_hash=ctx.args_hash, agent=ident.agent,
+        run_id=ctx.call.run_id, args_hash=ctx.args_hash, agent=ident.agent, user=ident.user,
     )
     limits = tokens.Limits(settings.clock_skew_seconds, settings.grant_ttl_seconds)
 

@@ -259,15 +259,3 @@ def iter_steps(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
             if isinstance(step, dict):
                 yield {**shared, **step}
 
-
-_VERIFY = ("VerifyReport", "verify_file", "verify_segments")
-
-
-def __getattr__(name: str) -> Any:
-    """``gateway.audit.verify_file`` and the rest of ``_VERIFY``: they live in gateway.audit_verify,
-    which imports this module (so not at import time here)."""
-    if name in _VERIFY:
-        from gateway import audit_verify
-
-        return getattr(audit_verify, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,7 +6,7 @@ order, merged across files, as they are stored (``steps`` and chain fields inclu
 caller (tenant, agent, user) is in the ``authenticate`` step of its first record; the call's
 later records (its ``result`` after an ``authorized``) match through their ``decision_id``.
 Memory grows with the calls that match, not with the log. Lines that are not JSON records are
-skipped and listed (``Search.skipped``): searching is not verifying (``gateway.audit.verify_file``).
+skipped and listed (``Search.skipped``): searching is not verifying (``gateway.audit_verify.verify_file``).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ import grpc
 
 from gateway.audit import AuditLog
 from gateway.config import IdentityConfig
+from gateway.edge_limits import WrappedGeneric
 from gateway.models import Identity
 
 REFUSALS_BURST, REFUSALS_PER_SECOND = 50, 10.0
@@ -81,7 +82,7 @@ class AuthenticatedServer:
         self._allowance, self._at, self._suppressed = float(REFUSALS_BURST), time.monotonic(), 0
 
     def add_generic_rpc_handlers(self, handlers: Iterable[grpc.GenericRpcHandler]) -> None:
-        self._server.add_generic_rpc_handlers(tuple(_AuthenticatedGeneric(h, self._wrap) for h in handlers))
+        self._server.add_generic_rpc_handlers(tuple(WrappedGeneric(h, self._wrap) for h in handlers))
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
         self._server.add_registered_method_handlers(
@@ -146,25 +147,6 @@ class AuthenticatedServer:
                 current_identity.reset(token)
 
         return wrapper
-
-
-class _AuthenticatedGeneric(grpc.GenericRpcHandler):
-    """A generic handler whose method handlers come out wrapped (each wrapped once, then kept)."""
-
-    def __init__(self, inner: grpc.GenericRpcHandler, wrap: Callable[[grpc.RpcMethodHandler, str], Any]) -> None:
-        self._inner = inner
-        self._wrap = wrap
-        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
-
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
-        handler = self._inner.service(handler_call_details)
-        if handler is None:
-            return None
-        method = handler_call_details.method
-        known = self._wrapped.get(method)
-        if known is None or known[0] is not handler:
-            known = self._wrapped[method] = (handler, self._wrap(handler, method))
-        return known[1]
 
 
 def require_identity() -> Identity:

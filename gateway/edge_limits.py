@@ -53,26 +53,33 @@ class CappedStreams:
         self._limit = limit
 
     def add_generic_rpc_handlers(self, handlers: Iterable[grpc.GenericRpcHandler]) -> None:
-        self._server.add_generic_rpc_handlers(tuple(_CappedGeneric(h, self._limit) for h in handlers))
+        for h in handlers:
+            gauge = Gauge(self._limit)
+            self._server.add_generic_rpc_handlers((WrappedGeneric(h, lambda handler, _, g=gauge: capped(handler, g)),))
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
         gauge = Gauge(self._limit)
         self._server.add_registered_method_handlers(service, {n: capped(h, gauge) for n, h in handlers.items()})
 
 
-class _CappedGeneric(grpc.GenericRpcHandler):
-    def __init__(self, inner: grpc.GenericRpcHandler, limit: int) -> None:
+class WrappedGeneric(grpc.GenericRpcHandler):
+    """A generic handler whose method handlers come out as ``wrap(handler, method)`` (each
+    wrapped once, then kept): how ``AuthenticatedServer`` and ``CappedStreams`` reach the
+    methods of services that add themselves as generic handlers."""
+
+    def __init__(self, inner: grpc.GenericRpcHandler, wrap: Callable[[grpc.RpcMethodHandler, str], Any]) -> None:
         self._inner = inner
-        self._gauge = Gauge(limit)
+        self._wrap = wrap
         self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         handler = self._inner.service(handler_call_details)
         if handler is None:
             return None
-        known = self._wrapped.get(handler_call_details.method)
+        method = handler_call_details.method
+        known = self._wrapped.get(method)
         if known is None or known[0] is not handler:
-            known = self._wrapped[handler_call_details.method] = (handler, capped(handler, self._gauge))
+            known = self._wrapped[method] = (handler, self._wrap(handler, method))
         return known[1]
 
 

@@ -169,7 +169,7 @@ def _verify_audit(out: _Out, path: str, stage: int) -> bool:
     if not path:
         out.line("skipped: pass --audit-log <data_dir>/audit.jsonl (or run `toolgate audit verify`)")
         return True
-    from gateway.audit import verify_file
+    from gateway.audit_verify import verify_file
 
     report = verify_file(path)
     out.line(f"ok: {report.records} records, chain intact" if report.ok

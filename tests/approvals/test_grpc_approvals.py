@@ -173,7 +173,7 @@ async def test_expired_request_ends_with_approval_expired(gw) -> None:
 
 
 async def test_audit_chain_verifies_after_the_flow(gw) -> None:
-    from gateway.audit import verify_file
+    from gateway.audit_verify import verify_file
 
     running, c = gw
     a, grant = await _granted(c)

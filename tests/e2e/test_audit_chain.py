@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.audit import AuditLog, verify_file
+from gateway.audit import AuditLog
+from gateway.audit_verify import verify_file
 
 
 def _verify_cli(path: Path) -> subprocess.CompletedProcess[str]:

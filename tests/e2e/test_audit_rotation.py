@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gateway.audit import GENESIS, AuditLog, record_hash, verify_file, verify_segments
+from gateway.audit import GENESIS, AuditLog, record_hash
+from gateway.audit_verify import verify_file, verify_segments
 from tests.conftest import Client, demo_config
 from gateway.testing import start_gateway
 

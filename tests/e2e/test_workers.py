@@ -23,7 +23,7 @@ import yaml
 
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
-from gateway.audit import verify_file
+from gateway.audit_verify import verify_file
 from gateway.config import Config, hash_api_key
 from gateway.testing import GatewayProcess
 

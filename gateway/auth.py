@@ -13,12 +13,13 @@ method of every toolgate.v1 service in the proto without a key.
 
 Refusals are audited without letting a caller with no key grow the log at will: each is a
 record of its own up to a burst of ``REFUSALS_BURST`` and ``REFUSALS_PER_SECOND`` after
-that; past it they are counted, and the next refusal record carries the count
-(``suppressed``), so every refusal is still accounted for in the chain.
+that; past it they are counted, and a record of the count (``suppressed``, no ``method``) is
+written a moment later, so every refusal is still accounted for in the chain.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import hashlib
 import hmac
@@ -117,12 +118,17 @@ class AuthenticatedServer:
         self._at = now
         if self._allowance < 1.0:
             self._suppressed += 1
+            if self._suppressed == 1:  # the count is written once a record is allowed again
+                asyncio.get_running_loop().call_later(1.0 / REFUSALS_PER_SECOND, self._audit_suppressed)
             return
         self._allowance -= 1.0
-        counted = {"suppressed": self._suppressed} if self._suppressed else {}
         self._audit.record("authenticate", decision_id=str(uuid.uuid4()), code="unauthenticated", method=method,
-                           peer=peer, **counted)
-        self._suppressed = 0
+                           peer=peer)
+        self._audit.flush()
+
+    def _audit_suppressed(self) -> None:
+        count, self._suppressed = self._suppressed, 0
+        self._audit.record("authenticate", decision_id=str(uuid.uuid4()), code="unauthenticated", suppressed=count)
         self._audit.flush()
 
     def _wrap_unary(self, behavior: Callable[..., Any], method: str) -> Callable[..., Any]:

@@ -72,8 +72,9 @@ async def test_a_flood_without_a_key_is_counted_not_written_line_by_line(gateway
             assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
         await asyncio.gather(*(refused() for _ in range(400)))
-        await asyncio.sleep(0.3)
-        await refused()  # after a pause: written, with the count of those that were not
+        await asyncio.sleep(0.5)  # the count of those not written one by one follows, with no later refusal
     records = [r for r in audit_records(gateway.app.config.audit_path) if r["code"] == "unauthenticated"]
-    assert REFUSALS_BURST <= len(records) < 200  # not one line each
-    assert sum(1 + r.get("suppressed", 0) for r in records) == 401  # yet every refusal accounted for
+    each = [r for r in records if "method" in r]
+    counts = [r["suppressed"] for r in records if "suppressed" in r]
+    assert REFUSALS_BURST <= len(each) < 200 and counts  # not one line each
+    assert len(each) + sum(counts) == 400  # yet every refusal accounted for

@@ -83,13 +83,17 @@ async def test_one_busy_process_keeps_writing_while_the_wal_restarts(tmp_path):
     times a gateway worker's rate): every write succeeds (a RESTART from the checkpoint
     thread's own connection once left this one SQLITE_BUSY for seconds), and once the
     restarts begin the WAL file stops growing. Its size is set by the first checkpoint
-    interval: at this rate that interval alone writes ~100 MB."""
+    interval: at this rate that interval alone writes ~100 MB.
+
+    Growing with every write, the WAL would be ~3x larger after 3 s than after 1 s; bounded,
+    it stays ~1x, give or take one interval slowed by the disk (seen: +33% in one second of
+    a CI run that had just installed the virtualenv). The limit, 1.5x, sits between."""
     _quiet_disk()
     path = tmp_path / "s.db"
     store = SQLiteStore(path, timeout=1.0, wal_restart_frames=RESTART_FRAMES)
     start = time.monotonic()
     n, at_one_second = 0, 0
-    while (elapsed := time.monotonic() - start) < 2.0:
+    while (elapsed := time.monotonic() - start) < 3.0:
         await store.claim("idem:t:x", f"k{n}", "sha256:a", time.time())
         await store.complete("idem:t:x", f"k{n}", "x" * 400, time.time())
         n += 1
@@ -97,5 +101,5 @@ async def test_one_busy_process_keeps_writing_while_the_wal_restarts(tmp_path):
             at_one_second = os.path.getsize(str(path) + "-wal")
     at_end = os.path.getsize(str(path) + "-wal")
     assert n > 4000
-    assert at_end <= at_one_second * 1.1, (n, at_one_second, at_end)
+    assert at_end <= at_one_second * 1.5, (n, at_one_second, at_end)
     await store.close()

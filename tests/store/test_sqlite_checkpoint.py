@@ -3,7 +3,8 @@
 Two processes write claims for a few seconds at about a gateway's rate. A passive
 checkpoint alone never lets the WAL start over while writes keep coming, so without the
 checkpointer's restart step the WAL file grows with every write (about 2 frames, 8 KB, per
-claim); with it the file stays near ``wal_restart_frames`` pages.
+claim); with it the file stops growing once the restarts begin: its size is then set by
+what is written in one checkpoint interval (or ``wal_restart_frames`` pages, if more).
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ def _quiet_disk() -> None:
 
 @pytest.mark.first
 def test_two_writing_processes_keep_the_wal_bounded(tmp_path):
+    """Growing with every write, the WAL would hold everything written: at least 2 frames
+    (8 KB) per claim, ~14 KB measured (~145 MB for 10,000 claims). Bounded, it holds what
+    arrives between restarts: ~12-14 MB measured at ~3,400 claims a second, where one 0.25 s
+    checkpoint interval alone writes ~7 MB. The limit is half of the 8 KB a claim: an absolute
+    16 MB, used before, sat just above the bounded size and failed now and then on a slow disk."""
     _quiet_disk()
     path = str(tmp_path / "s.db")
     first = SQLiteStore(path)
@@ -62,8 +68,7 @@ def test_two_writing_processes_keep_the_wal_bounded(tmp_path):
     writes = sum(n for n, _ in results)
     high = max(h for _, h in results)
     assert writes > 4000  # enough writes that an unbounded WAL would be far past the limit
-    unbounded = writes * 2 * 4096
-    assert high < 16 * 1024 * 1024 < unbounded / 2, (writes, high)
+    assert high < writes * 2 * 4096 / 2, (writes, high)
     rows = first.db.execute("SELECT count(*) FROM claims WHERE status='done'").fetchone()[0]
     assert rows == writes  # every completed claim is in the database
     asyncio.run(first.close())

@@ -8,6 +8,7 @@ as untrusted data, never instructions.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +52,13 @@ class Context:
                 "omitted": [{"scope": o.scope, "key": o.key, "reason": o.reason} for o in self.omitted]}
 
 
+_WRAPPER_TAG = re.compile(r"<(?=\s*/?\s*tool_output)", re.IGNORECASE)
+"""A ``<`` that would open or close a ``tool_output`` tag inside the wrapped text."""
+
+
 def label_untrusted(tool: str, content: str, limit: int) -> str:
+    """Wrap ``content`` as untrusted data; tags in it that could end the wrapper are defused."""
+    content = _WRAPPER_TAG.sub("&lt;", content)
     cut = content if len(content) <= limit else content[:limit] + "…[truncated]"
     return f'<tool_output tool="{tool}" trust="untrusted">\n{cut}\n</tool_output>'
 

@@ -44,13 +44,19 @@ from runtime_client._types import (
 def _json(raw: bytes | str, default: Any = None) -> Any:
     if not raw:
         return default
-    return json.loads(raw)
+    try:
+        return json.loads(raw)
+    except ValueError as exc:  # also invalid UTF-8
+        raise TransportError(f"gateway sent a malformed response: {exc}") from exc
 
 
 def _time(ts: Any) -> datetime | None:
     if ts is None or (ts.seconds == 0 and ts.nanos == 0):
         return None
-    return ts.ToDatetime(tzinfo=timezone.utc)
+    try:
+        return ts.ToDatetime(tzinfo=timezone.utc)
+    except (ValueError, OverflowError) as exc:
+        raise TransportError(f"gateway sent a malformed response: {exc}") from exc
 
 
 def tool_from_proto(msg: pb.ToolInfo) -> ToolSpec:

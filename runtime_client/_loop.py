@@ -238,18 +238,30 @@ class _Runner:
         self.log.record("resumed")
         for pending, approval in approvals:
             await self._redeem_one(pending, approval.status, approval.grant)
+            if self.state.stop_reason is StopReason.AWAITING_APPROVAL:
+                break
         return True
 
     async def _redeem_one(self, pending: PendingApproval, status: str, grant: str) -> None:
-        self.log.record("approval_resolved", approval_id=pending.approval_id, status=status)
         call = ToolCall(pending.tool, pending.input)
         if status in ("approved", "executed"):
             planned = PlannedCall(0, call, f"{pending.idempotency_key}:approved")
             extra = {"approval_grant": grant} if grant else {"approval_id": pending.approval_id}
             outcome = await call_one(self.gateway, self.state.run_id, pending.step, planned, **extra)
+            if outcome.result is None:
+                # the gateway may or may not have run it: keep the approval, so the next
+                # resume asks again with the same idempotency key and learns the outcome
+                self.observe(pending.step, "tool", f"{pending.tool}: gateway error: {outcome.error}",
+                             tool=pending.tool, code="transport_error", status="error")
+                self.stop(StopReason.AWAITING_APPROVAL, pending.step, approval_id=pending.approval_id,
+                          error=str(outcome.error))
+                self.checkpoint()
+                return
+            self.log.record("approval_resolved", approval_id=pending.approval_id, status=status)
             self.handle(pending.step, outcome)
             self.checkpoint()
             return
+        self.log.record("approval_resolved", approval_id=pending.approval_id, status=status)
         code = "approval_rejected" if status == "rejected" else f"approval_{status}"
         self.observe(pending.step, "tool", f"{pending.tool}: approval {status}", tool=pending.tool,
                      code=code, status="refused")

@@ -23,8 +23,9 @@ def call_text(result: ToolResult) -> CallText:
     if isinstance(o, Observation):
         if o.ok:
             return CallText(False, label_untrusted(result.tool, render_tool_output(o.data), MAX_TEXT), "ok")
-        message = o.error.message if o.error else o.summary
-        return CallText(True, f"tool {result.tool} failed: {message}", result.code or "tool_error")
+        message = o.error.message if o.error else o.summary  # carries the tool's stderr: untrusted
+        return CallText(True, f"tool {result.tool} failed:\n"
+                        + label_untrusted(result.tool, message, MAX_TEXT), result.code or "tool_error")
     if isinstance(o, Refused):
         reasons = "; ".join(o.reasons) or "no reason given"
         fields = "".join(f"\n  {e.path or '/'}: {e.message}" for e in o.field_errors)

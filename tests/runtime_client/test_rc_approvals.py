@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from runtime_client import AgentState, Answer, StopReason, ToolCall, resume, run_agent, SQLiteCheckpoints
-from runtime_client.testing import scripted_decide
+from runtime_client import (
+    AgentState, Answer, AsyncGatewayClient, GatewayTimeoutError, SQLiteCheckpoints, StopReason, ToolCall,
+    replay, resume, run_agent,
+)
+from runtime_client.testing import AsyncFakeTransport, scripted_decide
 
 WRITE = ToolCall("write_file", {"path": "notes.txt", "content": "hello"})
 
@@ -81,4 +84,38 @@ async def test_grant_is_single_use_and_bound_to_args(fake):
     replayed = await client.execute("write_file", WRITE.input, approval_grant=grant)
     assert ok.code == "ok" and not ok.replayed
     assert replayed.replayed and replayed.outcome == ok.outcome
+    assert len(fake.executions("write_file")) == 1
+
+
+class _DeadlineOnRedeem(AsyncFakeTransport):
+    """The first redeeming call runs at the gateway but its answer misses the client deadline."""
+
+    def __init__(self, fake) -> None:
+        super().__init__(fake)
+        self.failed = False
+
+    async def execute(self, request):
+        result = await super().execute(request)
+        if request.approval_grant and not self.failed:
+            self.failed = True
+            raise GatewayTimeoutError("gateway DEADLINE_EXCEEDED: deadline exceeded",
+                                      status="DEADLINE_EXCEEDED")
+        return result
+
+
+async def test_transport_error_while_redeeming_keeps_the_approval_for_the_next_resume(fake, checkpoints):
+    gateway = AsyncGatewayClient(transport=_DeadlineOnRedeem(fake))
+    paused = await run_agent(AgentState(goal="write"), write_then_answer(), gateway, checkpoints=checkpoints)
+    fake.approve(paused.state.pending_approvals[0].approval_id)
+    failed = await resume(paused.state.run_id, scripted_decide(Answer("written")), gateway,
+                          checkpoints=checkpoints)
+    assert failed.stop_reason is StopReason.AWAITING_APPROVAL
+    assert [p.approval_id for p in failed.state.pending_approvals] == \
+        [p.approval_id for p in paused.state.pending_approvals]
+    assert failed.state.observations[-1].code == "transport_error"
+    assert replay(failed.events) == failed.state
+    done = await resume(paused.state.run_id, scripted_decide(Answer("written")), gateway,
+                        checkpoints=checkpoints)
+    assert done.stop_reason is StopReason.SUCCESS
+    assert done.state.tools_called == ["write_file"] and done.state.pending_approvals == []
     assert len(fake.executions("write_file")) == 1

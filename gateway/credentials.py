@@ -11,7 +11,8 @@ Providers (tried in the configured order; the first that knows the key wins):
 
 - ``static``: values declared in the config (the demo only);
 - ``env``: ``<prefix><TENANT>__<REF>[__<VARIANT>]`` environment variables, upper-cased,
-  non-alphanumerics as ``_``;
+  non-alphanumerics as ``_`` (tenants that meet in that form are refused at start-up, and a
+  part with ``_`` next to a ``__`` separator is never looked up);
 - ``file``: one secret per file, as Kubernetes mounts them:
   ``<dir>/<tenant>/<ref>`` or ``<dir>/<tenant>/<ref>@<variant>``;
 - anything implementing ``SecretProvider`` (a vault client) passed to ``SecretResolver``.
@@ -78,10 +79,16 @@ class CredentialConfigError(ValueError):
 
 
 def parse_secrets_config(raw: Mapping[str, Any]) -> SecretsConfig:
+    """The typed ``Config.secrets``; raises ``CredentialConfigError`` naming each bad field.
+
+    The message holds field paths and pydantic's messages only, never the input values
+    (``str(ValidationError)`` quotes them, and here they are secrets); no cause is chained.
+    """
     try:
         return SecretsConfig.model_validate(dict(raw))
     except ValidationError as exc:
-        raise CredentialConfigError(f"secrets: {exc}") from exc
+        problems = [f"secrets.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()]
+    raise CredentialConfigError("\n".join(problems))
 
 
 # --- providers --------------------------------------------------------------------------------
@@ -123,11 +130,23 @@ class EnvProvider:
         self._environ = os.environ if environ is None else environ
 
     def variable(self, key: SecretKey) -> str:
-        parts = [key.tenant, key.reference] + ([key.variant] if key.variant else [])
-        return self._prefix + "__".join(re.sub(r"[^A-Za-z0-9]", "_", p).upper() for p in parts)
+        return self._prefix + "__".join(env_part(p) for p in _parts(key))
 
     def get(self, key: SecretKey) -> str | None:
+        """None as well for a key with a part whose ``_`` would run into the ``__`` separator:
+        its variable name could be another tenant's (``a__b``+``c`` vs ``a``+``b__c``)."""
+        if any("__" in part or part.startswith("_") or part.endswith("_") for part in map(env_part, _parts(key))):
+            return None
         return self._environ.get(self.variable(key))
+
+
+def env_part(name: str) -> str:
+    """A key part as the env provider spells it: upper-cased, every non-alphanumeric as ``_``."""
+    return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def _parts(key: SecretKey) -> list[str]:
+    return [key.tenant, key.reference] + ([key.variant] if key.variant else [])
 
 
 class FileProvider:
@@ -287,7 +306,22 @@ def build_credentials(config: Any) -> Any:
         validate_refs(tool)
     if not config.secrets:
         return NoCredentials()
+    if any(isinstance(spec, EnvProviderConfig) for spec in parse_secrets_config(config.secrets).providers):
+        _refuse_shared_env_names({identity.tenant for identity in config.identities})
     return CredentialStage(SecretResolver.from_config(config.secrets, config.base_dir))
+
+
+def _refuse_shared_env_names(tenants: set[str]) -> None:
+    """Raise CredentialConfigError when two tenants would read the same env variables."""
+    spelled: dict[str, set[str]] = {}
+    for tenant in tenants:
+        spelled.setdefault(env_part(tenant), set()).add(tenant)
+    shared = sorted(", ".join(sorted(names)) for names in spelled.values() if len(names) > 1)
+    if shared:
+        raise CredentialConfigError(
+            f"secrets: the env provider cannot tell tenants {'; '.join(shared)} apart (their variable names "
+            "are the same once upper-cased with non-alphanumerics as _); rename a tenant or use the file provider"
+        )
 
 
 def format_value(ref: CredentialRef, raw: str) -> str:

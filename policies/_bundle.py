@@ -102,10 +102,15 @@ def compile_bundle(bundle: Bundle) -> regorus.Engine:
 def check_builtins(engine: regorus.Engine) -> None:
     """Raise ``PolicyLoadError`` if any call site names a function regorus does not have."""
     modules = json.loads(engine.get_ast_as_json())
-    user_functions = {name.rsplit(".", 1)[-1] for module in modules for name in _function_names(module["ast"])}
+    functions: dict[str, set[str]] = {}  # package -> its functions, as called from inside it
     for module in modules:
+        functions.setdefault(_package(module), set()).update(_function_names(module["ast"]))
+    for module in modules:
+        local, aliases = functions[_package(module)], _import_aliases(module)
         for name, arity, line in _calls(module["ast"]):
-            if name.startswith("data.") or name.rsplit(".", 1)[-1] in user_functions:
+            # a user function is called by its name in its own package, through an import, or by
+            # data.<path>; any other name is a builtin, whatever functions elsewhere are called
+            if name.startswith("data.") or name in local or name.split(".", 1)[0] in aliases:
                 continue
             if not _builtin_exists(name, arity):
                 raise PolicyLoadError(
@@ -162,6 +167,23 @@ def _function_names(ast: dict[str, Any]) -> set[str]:
         if "Func" in head:
             names.add(_ref_name(head["Func"].get("refr")) or "")
     return names - {""}
+
+
+def _package(module: dict[str, Any]) -> str:
+    return _ref_name(module["ast"]["package"]["refr"]) or ""
+
+
+def _import_aliases(module: dict[str, Any]) -> set[str]:
+    """The names a module's imports bind: ``import data.a.b`` binds ``b``, ``... as x`` binds ``x``."""
+    source = module["source"]["contents"].encode()
+    aliases = set()
+    for imp in module["ast"].get("imports", []):
+        alias = imp.get("as")
+        if alias:  # a span (byte offsets) in the source, not the name
+            aliases.add(source[alias["start"] : alias["end"]].decode())
+        else:
+            aliases.add((_ref_name(imp.get("refr")) or "").rsplit(".", 1)[-1])
+    return aliases - {""}
 
 
 def _ref_name(ref: Any) -> str | None:

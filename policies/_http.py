@@ -72,9 +72,8 @@ class Endpoint:
     def __init__(self, url: str) -> None:
         """Raises ``ValueError`` for anything but ``http://host[:port][/prefix]`` or
         ``unix:///absolute/path``; credentials, query strings and fragments are refused."""
+        refuse_url_extras(url)
         parts = urlsplit(url)
-        if parts.query or parts.fragment or "@" in parts.netloc:
-            raise ValueError(f"OPA URL must not carry credentials, a query or a fragment: {url!r}")
         self.unix_path: str | None = None
         self.host, self.port = "", 0
         if parts.scheme == "unix":
@@ -90,6 +89,17 @@ class Endpoint:
                 raise ValueError(f"OPA URL path has characters that need escaping: {url!r}")
         else:
             raise ValueError(f"this client speaks http:// and unix:// only, not {url!r}")
+
+
+def refuse_url_extras(url: str) -> None:
+    """Raise ``ValueError`` when ``url`` carries credentials, a query or a fragment.
+
+    The message does not repeat the URL: what it refuses may be a password, and the engine's
+    URL otherwise shows in its version (every response's ``policy_version``) and in errors.
+    """
+    parts = urlsplit(url)
+    if parts.query or parts.fragment or "@" in parts.netloc:
+        raise ValueError("OPA URL must not carry credentials, a query or a fragment (the URL is not shown)")
 
 
 class Http11Pool:

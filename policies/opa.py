@@ -59,7 +59,7 @@ import httpx
 
 from policies._decision import UNDEFINED, PolicyDecision, parse_decision
 from policies._errors import POLICY_UNAVAILABLE, PolicyError, PolicyLoadError
-from policies._http import Endpoint, Http11Pool, TransportError
+from policies._http import Endpoint, Http11Pool, TransportError, refuse_url_extras
 
 _PATH = re.compile(r"^data(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -85,11 +85,12 @@ class OPAEngine:
 
         ``url``: ``http://host:port[/prefix]``, ``unix:///path/to/opa.sock`` or ``https://...``.
         ``transport``: an httpx transport to use instead of the built-in client (a test seam).
-        Raises ``ValueError`` for another kind of URL, a query that is not a ``data.a.b``
-        path, or a non-positive timeout.
+        Raises ``ValueError`` for another kind of URL, one with credentials, a query or a
+        fragment, a query that is not a ``data.a.b`` path, or a non-positive timeout.
         """
         if timeout_ms <= 0:
             raise ValueError("timeout_ms must be positive")
+        refuse_url_extras(url)  # https too: the URL is shown in ``version`` and in errors
         self._url = url.rstrip("/")
         self._query = query
         self._data_path(query)

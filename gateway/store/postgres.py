@@ -30,6 +30,7 @@ from typing import Any, AsyncIterator, Sequence
 
 import psycopg
 import structlog
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
@@ -67,9 +68,11 @@ class PostgresStore:
         """Apply migrations (unless ``migrate=False``) and prepare the pool (opened on first use).
 
         ``timeout``: seconds a call waits for a healthy connection before ``StoreUnavailable``.
+        Raises ``ValueError`` for an empty or malformed ``dsn`` (without repeating it).
         """
         if not dsn:
             raise ValueError("store.kind postgres needs store.dsn")
+        _check_dsn(dsn)
         if not 0 < min_size <= max_size:
             raise ValueError("need 0 < min_size <= max_size")
         self.dsn = dsn
@@ -322,6 +325,22 @@ def _capacity(buckets: Sequence[BucketSpec], key: str) -> float:
     return next(b.capacity for b in buckets if b.key == key)
 
 
+def _check_dsn(dsn: str) -> None:
+    """Raise ``ValueError`` when libpq cannot parse ``dsn``, without repeating any of it.
+
+    libpq's own message quotes the token it choked on, which is often the password (an
+    un-encoded ``%`` or space in it); the pool would log that message on every reconnect.
+    """
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.Error:
+        # no ``from exc``: the cause's message is the one that quotes the password
+        raise ValueError(
+            "store.dsn is not a valid PostgreSQL connection string (not shown: it may hold a password); "
+            "percent-encode special characters of a URI, quote values with spaces in key=value form"
+        ) from None
+
+
 def apply_migrations(
     dsn: str, migrations: Sequence[Migration] = POSTGRES, *, connect_timeout: float = 5.0
 ) -> list[int]:
@@ -330,6 +349,7 @@ def apply_migrations(
     Idempotent, and safe when several replicas start at once: the whole check-and-apply runs
     under a session advisory lock, each migration in its own transaction with its record.
     """
+    _check_dsn(dsn)
     applied: list[int] = []
     try:
         with psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, int(connect_timeout))) as conn:

@@ -104,6 +104,41 @@ def test_user_functions_are_not_mistaken_for_missing_builtins(tmp_path):
     EmbeddedEngine.from_bundle(bundle(tmp_path, {"p.rego": policy}))
 
 
+async def test_a_helper_named_like_a_missing_builtin_does_not_hide_it(tmp_path):
+    # util.split_n is a user function; strings.split_n (in another package) is a builtin regorus
+    # lacks: the bundle must be refused at load (and a reload keep the old policy), not load
+    # and then deny every call that reaches the builtin
+    files = {
+        "util.rego": "package util\nimport rego.v1\nsplit_n(s, d, n) := split(s, d)\n",
+        "p.rego": (
+            "package toolgate\nimport rego.v1\n"
+            'decision := {"decision": "allow"} if count(strings.split_n(input.s, ",", 2)) > 0\n'
+        ),
+    }
+    with pytest.raises(PolicyLoadError, match=r"p\.rego:3: builtin strings\.split_n"):
+        EmbeddedEngine.from_bundle(bundle(tmp_path, files))
+    root = bundle(tmp_path / "ok", {"p.rego": ALLOW})
+    engine = EmbeddedEngine.from_bundle(root)
+    bundle(root, files)
+    with pytest.raises(PolicyLoadError):
+        engine.reload()
+    assert (await engine.evaluate({"s": "a,b"})).decision == "allow"
+
+
+def test_user_functions_called_through_imports_and_data_are_not_probed(tmp_path):
+    files = {
+        "lib/util.rego": "package lib.util\nimport rego.v1\nsplit_n(s, d, n) := split(s, d)\n",
+        "p.rego": (
+            "package toolgate\nimport rego.v1\nimport data.lib.util\nimport data.lib.util as u\n"
+            "helpers.twice(x) := x * 2\n"
+            "a := util.split_n(input.s, \",\", 2)\nb := u.split_n(input.s, \",\", 2)\n"
+            "c := data.lib.util.split_n(input.s, \",\", 2)\nd := helpers.twice(2)\n"
+            'decision := {"decision": "allow"} if count(a) + count(b) + count(c) + d > 0\n'
+        ),
+    }
+    EmbeddedEngine.from_bundle(bundle(tmp_path, files))
+
+
 def test_parse_error_names_file_and_line(tmp_path):
     with pytest.raises(PolicyLoadError) as info:
         EmbeddedEngine.from_bundle(bundle(tmp_path, {"ok.rego": ALLOW, "bad.rego": "package toolgate\n\nx := \n"}))

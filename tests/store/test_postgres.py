@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
@@ -70,6 +71,23 @@ def test_unreachable_database_fails_at_start_with_store_unavailable(pg_server):
 def test_empty_dsn_is_a_configuration_error():
     with pytest.raises(ValueError):
         PostgresStore("")
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://toolgate:pa%zz-s3cret@127.0.0.1:1/db",  # an un-encoded % in a URI password
+        "host=127.0.0.1 port=1 password=pa s3cret",  # an unquoted space in a key=value password
+        "postgresql://toolgate:pa s3cret@127.0.0.1:1/db",
+    ],
+    ids=["uri_percent", "keyword_space", "uri_space"],
+)
+@pytest.mark.parametrize("migrate", [True, False])
+def test_a_malformed_dsn_is_refused_without_echoing_its_password(dsn, migrate):
+    with pytest.raises((ValueError, StoreUnavailable)) as info:
+        PostgresStore(dsn, migrate=migrate)
+    shown = "".join(traceback.format_exception(info.value))  # what `toolgate serve` or a log would print
+    assert "s3cret" not in shown
 
 
 async def test_calls_fail_closed_while_the_server_is_down_and_recover_after(pg_server, pg_dsn):

@@ -284,9 +284,12 @@ class CredentialStage:
 
     async def resolve(self, ctx: Any) -> Any:
         from gateway.codes import Code
-        from gateway.execute import effective_constraints
+        from gateway.execute import effective_constraints, variant_conflict
         from gateway.models import Refused
 
+        conflict = variant_conflict(ctx)
+        if conflict is not None:
+            return Refused(Code.CREDENTIAL_UNAVAILABLE, (conflict,))
         got = self._resolver.resolve(ctx.tool.config, ctx.identity.tenant, effective_constraints(ctx))
         if isinstance(got, CredentialUnavailable):
             what = f"{got.reference}@{got.variant}" if got.variant else got.reference

@@ -38,10 +38,13 @@ the stage's own cut-off comes this much later. Others are cut off at the timeout
 def effective_constraints(ctx: CallContext) -> dict[str, Any]:
     """The descriptor's constraints, with the policy decision's on top.
 
-    The decision sets a key the descriptor leaves open or overrides it, with two exceptions
-    that would widen the descriptor's scope rather than narrow it: ``null`` never lifts a
-    constraint the descriptor sets, and ``hosts`` from both is their intersection (in the
-    descriptor's order), so policy can take hosts away but never add one.
+    The decision sets a key the descriptor leaves open or overrides it, with exceptions that
+    would widen the descriptor's scope rather than narrow it: ``null`` never lifts a
+    constraint the descriptor sets; ``hosts`` from both is their intersection (in the
+    descriptor's order), so policy can take hosts away but never add one; and a
+    ``credential_variant`` the descriptor pins stays (``""`` would mean the broader default
+    credential; a different variant is refused by the credentials stage, see
+    ``variant_conflict``).
     """
     static = ctx.tool.config.constraints
     merged = dict(static)
@@ -50,8 +53,24 @@ def effective_constraints(ctx: CallContext) -> dict[str, Any]:
             continue
         if key == "hosts" and static.get("hosts") is not None:
             value = _common_hosts(static["hosts"], value)
+        if key == "credential_variant" and static.get(key):
+            continue
         merged[key] = value
     return merged
+
+
+def variant_conflict(ctx: CallContext) -> str | None:
+    """Why the decision's ``credential_variant`` cannot be used, when the descriptor pins another.
+
+    Variants are names, not an order: whether policy's ``admin`` is narrower than the
+    descriptor's ``read_only`` cannot be told, so the call is refused rather than run with
+    either (``""`` and ``null`` leave the pinned variant as it is).
+    """
+    pinned = ctx.tool.config.constraints.get("credential_variant")
+    decided = (getattr(ctx.decision, "constraints", None) or {}).get("credential_variant")
+    if pinned and decided not in (None, "", pinned):
+        return f"policy asks for credential variant {decided!r} but the tool pins {pinned!r}"
+    return None
 
 
 def _common_hosts(static: Any, decided: Any) -> list[str]:

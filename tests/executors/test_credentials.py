@@ -133,3 +133,33 @@ def test_descriptor_injection_must_fit_the_executor(make_tool):
                            credentials=[{"secret": "s", "inject": "header", "name": "X: y\r\nEvil"}])
     with pytest.raises(CredentialConfigError):
         validate_refs(bad_header)
+
+
+@pytest.mark.parametrize("decided, token", [
+    ({}, "tokA-ro-11223344"),
+    ({"credential_variant": "read_only"}, "tokA-ro-11223344"),
+    ({"credential_variant": ""}, "tokA-ro-11223344"),  # "" would be the broader default credential
+    ({"credential_variant": None}, "tokA-ro-11223344"),
+    ({"credential_variant": "admin"}, None),  # another variant: refused, neither is used
+])
+async def test_policy_cannot_change_a_variant_the_descriptor_pins(make_tool, decided, token):
+    from policies import PolicyDecision
+
+    from gateway.codes import Code
+    from gateway.credentials import CredentialStage
+    from gateway.models import CallContext, Identity, ToolCall
+    from gateway.tools import ToolRegistry
+
+    ref = {"secret": "api_token", "inject": "header", "name": "Authorization", "format": "Bearer {value}"}
+    tool = make_tool("api", credentials=[ref], constraints={"credential_variant": "read_only"})
+    ctx = CallContext("d-1", Identity("acme", "agent"), ToolCall("api", b"{}"), 0.0)
+    ctx.tool = ToolRegistry([tool]).resolve("api")
+    ctx.args = {}
+    ctx.decision = PolicyDecision(decision="allow", constraints=decided)
+    refused = await CredentialStage(_resolver()).resolve(ctx)
+    if token is None:
+        assert refused.code == Code.CREDENTIAL_UNAVAILABLE and "pins 'read_only'" in refused.reasons[0]
+        assert ctx.credentials is None
+    else:
+        assert refused is None
+        assert ctx.credentials.headers == {"Authorization": f"Bearer {token}"}

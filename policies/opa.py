@@ -61,6 +61,9 @@ from policies._decision import UNDEFINED, PolicyDecision, parse_decision
 from policies._errors import POLICY_UNAVAILABLE, PolicyError, PolicyLoadError
 from policies._http import Endpoint, Http11Pool, TransportError, refuse_url_extras
 
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""A larger answer from OPA is an error (``policy_unavailable``), over either transport."""
+
 _PATH = re.compile(r"^data(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
@@ -99,7 +102,7 @@ class OPAEngine:
         if transport is not None or urlsplit(self._url).scheme == "https":
             self._sender = _HttpxSender(self._url, self._timeout_s, transport)
         else:
-            self._sender = Http11Pool(Endpoint(self._url))
+            self._sender = Http11Pool(Endpoint(self._url), max_body=MAX_ANSWER_BYTES)
         self._version = f"opa:{self._url}"
 
     @property
@@ -128,11 +131,11 @@ class OPAEngine:
                 response = client.get("/v1/policies")
             response.raise_for_status()
             policies = response.json()["result"]
-        except (httpx.HTTPError, ValueError, KeyError) as exc:
-            raise PolicyLoadError(f"{self._url}: cannot list OPA's policies: {exc}") from exc
-        digest = hashlib.sha256()
-        for policy in sorted(policies, key=lambda p: p["id"]):
-            digest.update(policy["id"].encode() + b"\0" + policy["raw"].encode() + b"\0")
+            digest = hashlib.sha256()
+            for policy in sorted(policies, key=lambda p: p["id"]):
+                digest.update(policy["id"].encode() + b"\0" + policy["raw"].encode() + b"\0")
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise PolicyLoadError(f"{self._url}: cannot list OPA's policies: {type(exc).__name__}: {exc}") from exc
         self._version = "opa:sha256:" + digest.hexdigest()[:16]
 
     async def close(self) -> None:
@@ -170,7 +173,9 @@ class OPAEngine:
 class _HttpxSender:
     """``https://`` OPA (or a test transport): httpx, its errors translated to ours."""
 
-    def __init__(self, url: str, timeout_s: float, transport: httpx.AsyncBaseTransport | None) -> None:
+    def __init__(self, url: str, timeout_s: float, transport: httpx.AsyncBaseTransport | None,
+                 max_body: int = MAX_ANSWER_BYTES) -> None:
+        self._max_body = max_body
         self._client = httpx.AsyncClient(
             base_url=url,
             timeout=httpx.Timeout(timeout_s),
@@ -182,12 +187,18 @@ class _HttpxSender:
         if self._client.is_closed:
             raise TransportError("the OPA client is closed")
         try:
-            response = await self._client.post(target, content=body, headers={"Content-Type": "application/json"})
+            async with self._client.stream("POST", target, content=body,
+                                           headers={"Content-Type": "application/json"}) as response:
+                content = bytearray()
+                async for chunk in response.aiter_bytes():  # read no further than the cap
+                    content += chunk
+                    if len(content) > self._max_body:
+                        raise TransportError(f"OPA's answer is over {self._max_body} bytes")
         except httpx.TimeoutException as exc:
             raise TimeoutError(str(exc)) from exc
         except httpx.HTTPError as exc:
             raise TransportError(f"{type(exc).__name__}: {exc}") from exc
-        return response.status_code, response.content
+        return response.status_code, bytes(content)
 
     async def aclose(self) -> None:
         await self._client.aclose()

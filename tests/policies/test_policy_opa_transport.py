@@ -54,3 +54,38 @@ async def test_request_shape_and_decision_id():
 def test_query_path_must_be_a_data_path():
     with pytest.raises(ValueError):
         OPAEngine("http://opa.test", query="data.toolgate.decision; x := 1")
+
+
+async def test_an_answer_over_the_cap_is_unavailable_without_reading_it_all():
+    """The https path (httpx) caps OPA's answer as the built-in HTTP/1.1 client does."""
+    sent = {"bytes": 0}
+
+    async def endless():
+        yield b'{"result": {"decision": "allow", "reasons": ["'
+        while sent["bytes"] < 64 * 1024 * 1024:
+            sent["bytes"] += 1024 * 1024
+            yield b"x" * (1024 * 1024)
+
+    opa = engine(lambda request: httpx.Response(200, content=endless()))
+    with pytest.raises(PolicyError) as info:
+        await opa.evaluate({})
+    assert info.value.code == "policy_unavailable" and "over" in str(info.value)
+    assert sent["bytes"] <= 17 * 1024 * 1024  # stopped at the cap, not at the end of the answer
+    await opa.close()
+
+
+@pytest.mark.parametrize("policies", [[1], [{"id": "a"}], [{"id": 1, "raw": "x"}], {"a": 1}])
+def test_reload_with_a_malformed_policy_list_is_a_load_error(policies, monkeypatch):
+    from policies import PolicyLoadError
+    from policies import opa as opa_module
+
+    def client(url, timeout_s):
+        return httpx.Client(base_url=url, transport=httpx.MockTransport(
+            lambda request: httpx.Response(200, json={"result": policies})))
+
+    monkeypatch.setattr(opa_module, "_sync_client", client)
+    engine_ = OPAEngine("http://opa.test")
+    before = engine_.version
+    with pytest.raises(PolicyLoadError):
+        engine_.reload()
+    assert engine_.version == before

@@ -16,7 +16,9 @@ record's hash) and names the file it follows. So each file verifies alone — a 
 after seq 1 only with that record, a rotated one ends at the seq in its name — and consecutive
 files verify together: a missing or emptied file in between is a gap in seq (verification:
 ``gateway.audit_verify``). A gateway that stopped between the rename and that first record
-finishes the rotation when it starts again.
+finishes the rotation when it starts again. A log that ends in a partial line (a stop or a full
+disk mid-write) has that line moved to ``<log>.torn-<unix ns>`` at start, and an
+``audit_restarted`` record with code ``audit_log_torn`` names it.
 
 Not through structlog (DESIGN.md says it is): a record is written on every stage of every
 call, and structlog's bound-logger machinery (context copy, processor chain, proxy call)
@@ -74,6 +76,8 @@ class _ChainedFile:
         self.path = path
         self.fsync = fsync
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.torn = _set_aside_torn_tail(path, fsync)
+        """When the log ended in a partial line: where that line was moved, for a record."""
         self.set_aside = _set_aside_if_cut(path)
         """When the log ended before its head: what was moved aside, for the first record."""
         self.seq, self.last_hash = _tail_state(path)
@@ -146,6 +150,10 @@ class AuditLog:
             self._sink.flush()
         elif self._sink.seq and self._sink.size() == 0:  # stopped between a rotation's rename and its record
             self._rotated(self.path.with_name(f"{self.path.name}.{self._sink.seq:012d}").name)
+        if self._sink.torn:  # after the rotation record: a file after seq 1 starts with that one
+            log.warning("audit_log_torn", path=str(self.path), **self._sink.torn)
+            self.record(RESTARTED, code="audit_log_torn", **self._sink.torn)
+            self._sink.flush()
 
     def record(self, stage: str, *, decision_id: str = "", code: str = "", **fields: Any) -> None:
         """Append one record: ``stage`` names the step, ``code`` its outcome."""
@@ -221,6 +229,43 @@ def _set_aside_if_cut(path: Path) -> dict[str, Any] | None:
         os.rename(path, kept)
     os.rename(head_path, kept.with_name(kept.name + ".head"))
     return {"previous_file": kept.name, "log_ended_at_seq": log_seq, "head_seq": head_seq}
+
+
+def _set_aside_torn_tail(path: Path, fsync: bool) -> dict[str, Any] | None:
+    """A log whose last line has no end holds a record a stop or a full disk cut mid-write. The
+    head never names such a record (it is written after whole lines), so the partial line is
+    moved to ``<log>.torn-<unix ns>`` and cut off: left in place, the next record would be
+    glued onto it, unreadable, and ``audit verify`` would stop at that line for good."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    with open(path, "r+b") as f:
+        end = size
+        while end > 0:  # back to the last end of line
+            start = max(0, end - (1 << 20))
+            f.seek(start)
+            block = f.read(end - start)
+            if end == size and block.endswith(b"\n"):
+                return None
+            cut = block.rfind(b"\n")
+            if cut >= 0:
+                end = start + cut + 1
+                break
+            end = start
+        if end == size:  # an empty file
+            return None
+        f.seek(end)
+        torn = f.read()
+        kept = path.with_name(f"{path.name}.torn-{time.time_ns()}")
+        with open(kept, "xb") as out:
+            out.write(torn)
+            if fsync:
+                os.fsync(out.fileno())
+        f.truncate(end)
+        if fsync:
+            os.fsync(f.fileno())
+    return {"torn_file": kept.name, "torn_bytes": len(torn), "torn_at_byte": end}
 
 
 def _head_after_rename(path: Path) -> tuple[int, str]:

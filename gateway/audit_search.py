@@ -60,7 +60,7 @@ class Search:
             for lineno, raw in enumerate(f, start=1):
                 try:
                     record = json.loads(raw)
-                except ValueError:
+                except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
                     record = None
                 if not isinstance(record, dict) or not isinstance(record.get("ts"), (int, float)):
                     self.skipped.append(f"{path}:{lineno}")
@@ -69,7 +69,8 @@ class Search:
 
     def _matches(self, record: dict[str, Any]) -> bool:
         c = self.criteria
-        steps = [s for s in record.get("steps") or () if isinstance(s, dict)]
+        steps = record.get("steps")
+        steps = [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
         if c.by_caller and not self._caller_matches(record, steps):  # first: it remembers the call for later
             return False
         if c.since is not None and record["ts"] < c.since or c.until is not None and record["ts"] > c.until:

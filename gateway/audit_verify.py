@@ -10,7 +10,8 @@ one line or a head file of the wrong shape is a broken report like an edited rec
 - A rotated file ``<log>.<12 digits>`` ends at the seq its name says (so an emptied one is
   broken); the next file is checked against it by ``verify_segments``.
 - The active log's head ``<log>.head`` (written since the first version of the log) names the
-  last seq and hash: the log may run ahead of it (records of a call in flight), never behind.
+  last seq and hash: the log may run ahead of it (records of a call in flight), never behind,
+  and its record at that seq has that hash.
   A non-empty log without a head is broken. An empty log is fine when it is new (no head, or
   a head at seq 0, and no rotated files beside it) or when a rotation was cut short by a stop
   (its head is the newest rotated file's last record; the gateway finishes it at start).
@@ -166,7 +167,22 @@ def _check_head(path: Path, chain: VerifyReport) -> VerifyReport:
         return _broken(chain, chain.records, f"the last record (seq {seq}) is not the one the head names: replaced")
     if seq < chain.first_seq - 1:
         return _broken(chain, 0, f"the head says seq {seq}, before this log begins (seq {chain.first_seq})")
+    if seq < chain.last_seq and _hash_at(path, seq, chain) != digest:  # ahead of the head: still its record there
+        return _broken(chain, max(1, seq - chain.first_seq + 1),
+                       f"the record at seq {seq} is not the one the head names: replaced, records added after it")
     return chain
+
+
+def _hash_at(path: Path, seq: int, chain: VerifyReport) -> str:
+    """The hash of the record at ``seq`` of a chain that verified (the one before its first
+    record: that record's prev_hash)."""
+    if seq < chain.first_seq:
+        return chain.first_prev_hash
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=chain.first_seq):
+            if lineno == seq:
+                return str(_loads(raw)["hash"])
+    return ""
 
 
 def _read_head(head: Path) -> tuple[int, str] | None:

@@ -3,8 +3,9 @@
 ``approve`` and ``reject`` fetch the request, show it, recompute the args hash themselves
 from the arguments they display (strict JSON, RFC 8785) and sign that hash, never one they
 were merely told; if the server's hash differs they refuse to sign. Then they ask before
-signing (``--yes``: do not ask). Exit codes: 0 done, 2 bad usage or key, 3 refused (by the
-gateway, a hash mismatch, or not confirmed), 6 transport/auth.
+signing (``--yes``: do not ask). Exit codes: 0 done, 1 ``watch --until S`` ended without an
+event with status S, 2 bad usage or key, 3 refused (by the gateway, a hash mismatch, or not
+confirmed), 6 transport/auth.
 
 What a request shows comes from the agent (run id, arguments) or from policy (reasons), so
 every field is printed with control and format characters escaped: an agent cannot draw a
@@ -19,7 +20,6 @@ import json
 import os
 import sys
 import time
-import unicodedata
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,8 +33,9 @@ from gateway.approvals import tokens
 from gateway.approvals.keyring import SigningKey, key_labels, load_private_key
 from gateway.arguments import ArgumentsError, args_hash, parse_strict
 from gateway.cli._client import add_target_options, channel, metadata, report_rpc_error
+from gateway.cli._terminal import shown
 
-EXIT_USAGE, EXIT_REFUSED = 2, 3
+EXIT_NOT_REACHED, EXIT_USAGE, EXIT_REFUSED = 1, 2, 3
 MAX_ARGS = 16 * 1024 * 1024
 APPROVAL_LIFETIME = 600
 
@@ -69,7 +70,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     v = verbs.add_parser("watch", help="stream approval events as JSON lines")
     v.add_argument("approval_id", nargs="?", default="", help="watch one request (agents: their own only)")
     v.add_argument("--include-current", action="store_true", help="first print the current state")
-    v.add_argument("--until", default="", help="stop after an event with this status (e.g. approved)")
+    v.add_argument("--until", default="", help="stop after an event with this status (e.g. approved); "
+                   "exit 1 if the stream ends (--timeout) before one")
     _common(v, run_watch)
     p.set_defaults(func=lambda ns: (p.print_help(), EXIT_USAGE)[1])
 
@@ -183,7 +185,7 @@ def recompute_hash(a: pb.Approval) -> tuple[str, str]:
 
 
 def _load_key(ns: argparse.Namespace) -> SigningKey:
-    pem = Path(ns.key).read_bytes()
+    pem = _read_key_file(ns.key)
     passphrase = os.environ.get(ns.passphrase_env, "").encode() if ns.passphrase_env else None
     labels = key_labels(pem)
     kid, approver = ns.kid or labels.get("kid", ""), ns.approver or labels.get("approver", "")
@@ -191,6 +193,17 @@ def _load_key(ns: argparse.Namespace) -> SigningKey:
         raise ValueError("the key file has no toolgate-kid/toolgate-approver lines; pass --kid and --approver")
     ns.approver_id = approver
     return SigningKey(kid, load_private_key(pem, passphrase))
+
+
+def _read_key_file(path: str) -> bytes:
+    """The key file's bytes; refused when its group or others may write it (whoever can write
+    it can put their key in the approver's place), checked on the file that is read."""
+    with open(path, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if os.name == "posix" and mode & 0o022:
+            raise ValueError(f"key_file_writable: {'others' if mode & 0o002 else 'its group'} may write it "
+                             f"(mode {mode & 0o777:o}), so it cannot be trusted; run chmod 600 {path}")
+        return f.read()
 
 
 def _get(ns: argparse.Namespace) -> pb.Approval:
@@ -205,9 +218,12 @@ def run_watch(ns: argparse.Namespace) -> int:
             if ns.until and event.approval.status == ns.until:
                 return 0
     except grpc.RpcError as exc:
-        if exc.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
-            return 0
-        return report_rpc_error(exc)
+        if exc.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
+            return report_rpc_error(exc)
+    if ns.until:  # a script waiting for that status must not go on as if it came
+        print(f"toolgate: watch_ended: no event with status {ns.until!r} within --timeout {ns.timeout:g}s "
+              "(raise --timeout, or check the status with `toolgate approvals show`)", file=sys.stderr)
+        return EXIT_NOT_REACHED
     return 0
 
 
@@ -248,14 +264,6 @@ def describe(a: pb.Approval) -> str:
     if not text.isascii():
         lines.append("WARNING    the arguments contain non-ASCII characters (shown escaped): check for lookalikes")
     return "\n".join(lines + ["arguments:", arguments])
-
-
-def shown(text: str) -> str:
-    """``text`` with every control or format character (C0/C1 controls, ESC, new lines, bidi
-    overrides, zero-width characters: Unicode categories Cc, Cf, Cs, Co, Cn, Zl, Zp) escaped, so
-    what prints is what was sent."""
-    return "".join(c if unicodedata.category(c)[0] != "C" and unicodedata.category(c) not in ("Zl", "Zp")
-                   else f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}" for c in text)
 
 
 def _iso(epoch: int) -> str:

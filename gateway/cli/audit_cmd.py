@@ -4,7 +4,6 @@ finds records (``gateway.audit_search``)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 from gateway.audit import iter_steps
 from gateway.audit_search import Criteria, Search
 from gateway.audit_verify import verify_segments
+from gateway.cli._terminal import json_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -96,7 +96,7 @@ def run_search(ns: argparse.Namespace) -> int:
     search = Search(criteria)
     found = search.run(Path(f) for f in ns.files)
     for item in (iter_steps(found) if ns.steps else found):
-        print(json.dumps(item, ensure_ascii=False, separators=(",", ":")))
+        print(json_text(item, separators=(",", ":")))
     for where in search.skipped[:5]:
         print(f"toolgate: skipped a line that is not an audit record: {where}", file=sys.stderr)
     if len(search.skipped) > 5:

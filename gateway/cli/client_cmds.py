@@ -13,6 +13,7 @@ from google.protobuf.json_format import MessageToDict
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.cli._client import add_target_options, channel, metadata, report_rpc_error
+from gateway.cli._terminal import json_text
 
 EXIT = {"ok": 0, "observation": 1, "refused": 3, "approval_required": 4, "evidence_required": 5}
 
@@ -75,7 +76,7 @@ def run_call(ns: argparse.Namespace) -> int:
     except grpc.RpcError as exc:
         return report_rpc_error(exc)
     out = response_to_dict(resp)
-    print(json.dumps(out, indent=2, ensure_ascii=False))
+    print(json_text(out, indent=2))
     if out["outcome"] == "observation":
         return 0 if out["observation"]["status"] == "ok" else 1
     return EXIT.get(out["outcome"], 3)

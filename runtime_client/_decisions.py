@@ -4,10 +4,17 @@
 ``ToolCalls``. Plain dicts are accepted in one shape: ``{"type": "answer", "text": ...}``,
 ``{"type": "tool", "name": ..., "input": {...}}``, ``{"type": "ask_human", "question": ...}``,
 ``{"type": "stop", "reason": ...}``. Anything else is an invalid decision.
+
+A ``Stop`` may carry only the reasons a decision can own (``DECISION_STOP_REASONS``:
+``blocked``, ``refused``, ``cancelled``); the others are the runtime's to set, from what it
+saw: ``success`` from an ``Answer``, ``awaiting_approval`` from the gateway, ``budget_exhausted``
+from its step count, ``tool_failure`` and ``invalid_decision`` from its own checks. Tool input
+must have a JSON form (string keys, finite numbers, no sets, bytes or cycles).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -46,6 +53,18 @@ class Stop:
 Decision = Union[Answer, ToolCall, ToolCalls, AskHuman, Stop]
 
 
+DECISION_STOP_REASONS = frozenset({StopReason.BLOCKED, StopReason.REFUSED, StopReason.CANCELLED})
+"""Stop reasons a decision may carry; the runtime sets the others itself."""
+
+_RUNTIME_OWNED = {
+    StopReason.SUCCESS: "return Answer(text) to finish",
+    StopReason.AWAITING_APPROVAL: "the runtime pauses when the gateway asks for approval",
+    StopReason.BUDGET_EXHAUSTED: "the runtime counts the steps",
+    StopReason.TOOL_FAILURE: "the runtime stops when a tool fails",
+    StopReason.INVALID_DECISION: "the runtime judges decisions",
+}
+
+
 class InvalidDecision(Exception):
     """Internal: raised by ``parse_decision``; the loop turns it into stop ``invalid_decision``."""
 
@@ -55,10 +74,45 @@ def _need(cond: bool, message: str) -> None:
         raise InvalidDecision(message)
 
 
+def _non_string_key(value: Any) -> Any:
+    """A dict key anywhere in ``value`` that is not a string (json.dumps would coerce it)."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            bad = [k for k in item if not isinstance(k, str)]
+            if bad:
+                return bad[0]
+            todo.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            todo.extend(item)
+    return None
+
+
+def _check_json(name: str, value: dict[str, Any]) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidDecision(f"input of tool {name!r} is not JSON: {exc}") from None
+    key = _non_string_key(value)  # after dumps: no cycles, bounded depth
+    _need(key is None, f"input of tool {name!r} is not JSON: object key {key!r} is not a string")
+
+
 def _check_call(call: ToolCall) -> ToolCall:
     _need(isinstance(call.name, str) and bool(call.name), "tool call needs a non-empty name")
     _need(isinstance(call.input, dict), "tool input must be a JSON object")
+    _check_json(call.name, call.input)
     return call
+
+
+def _check_stop(stop: Stop) -> Stop:
+    _need(stop.reason in StopReason.__members__.values(), f"unknown stop reason {stop.reason!r}")
+    reason = StopReason(stop.reason)
+    _need(reason in DECISION_STOP_REASONS,
+          f"stop reason {reason.value!r} is set by the runtime, not by a decision "
+          f"({_RUNTIME_OWNED.get(reason, '')}); a decision may stop with "
+          f"{', '.join(sorted(r.value for r in DECISION_STOP_REASONS))}")
+    return stop
 
 
 def _from_dict(raw: Mapping[str, Any]) -> Decision:
@@ -86,8 +140,7 @@ def parse_decision(raw: Any) -> Decision:
         _need(isinstance(raw.question, str) and bool(raw.question), "question must be a string")
         return raw
     if isinstance(raw, Stop):
-        _need(raw.reason in StopReason.__members__.values(), f"unknown stop reason {raw.reason!r}")
-        return raw
+        return _check_stop(raw)
     if isinstance(raw, Mapping):
         return _from_dict(raw)
     if isinstance(raw, Sequence) and not isinstance(raw, (str, bytes)):

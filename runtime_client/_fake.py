@@ -269,7 +269,11 @@ class FakeGateway:
     def _redeem(self, tool: _Tool, req: ExecuteRequest, digest: str) -> ToolResult | _Ticket:
         grant = req.approval_grant
         if not grant:
-            grant = self._approvals.get(req.approval_id, Approval("", "")).grant
+            named = self._approvals.get(req.approval_id, Approval("", ""))
+            if named.status in ("pending", "rejected"):  # as the gateway answers an id retry
+                return self._refuse(req, f"approval_{named.status}",
+                                    f"approval {named.approval_id} is {named.status}")
+            grant = named.grant
         approval_id = self._grants.get(grant, "")
         approval = self._approvals.get(approval_id)
         if approval is None or approval.tool != req.tool:

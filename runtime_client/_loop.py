@@ -16,7 +16,9 @@ from typing import Any
 
 from runtime_client._checkpoints import CheckpointStore, SQLiteCheckpoints
 from runtime_client._client import AsyncGatewayClient
-from runtime_client._context import Context, ContextConfig, build_context, render_tool_output
+from runtime_client._context import (
+    Context, ContextConfig, build_context, observation_flags, render_tool_output,
+)
 from runtime_client._decisions import (
     Answer, AskHuman, Decision, InvalidDecision, Stop, ToolCall, ToolCalls, parse_decision,
 )
@@ -197,7 +199,8 @@ class _Runner:
                      status=o.status, data=o.data, trust="untrusted", decision_id=decision_id)
         self.log.record("tool_called", tool=call.name)
         self.log.record("message_added", role="tool", tool=call.name, trust="untrusted",
-                        content=render_tool_output(o.data if o.ok else o.error and o.error.message))
+                        content=render_tool_output(o.data if o.ok else o.error and o.error.message),
+                        flags=list(observation_flags(o)))
         if not o.ok and self.stop_on_tool_error:
             self.stop(StopReason.TOOL_FAILURE, step, tool=call.name)
 

@@ -29,6 +29,8 @@ class Message(_Model):
     content: str
     tool: str = ""
     trust: Literal["trusted", "untrusted"] = "trusted"
+    flags: list[str] = Field(default_factory=list)
+    """The gateway's flags on a tool's output (``possible_prompt_injection``, ``truncated``)."""
 
 
 class StepObservation(_Model):

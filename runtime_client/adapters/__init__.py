@@ -5,9 +5,11 @@
 - ``runtime_client.adapters.mcp``: ``mcp_server`` → an MCP server any MCP client can list and call
 
 Every call still goes through the gateway; an approval-required or refused outcome is
-reported to the framework as a tool error it can show, never silently dropped.
+reported to the framework as a tool error it can show, never silently dropped. Each adapter
+remembers the approval id of a call awaiting approval (``ApprovalMemory``), so the same call
+with the same arguments, made again once approved, runs (once).
 """
 
-from runtime_client.adapters._common import CallText, call_text
+from runtime_client.adapters._common import ApprovalMemory, CallText, call_text
 
-__all__ = ["CallText", "call_text"]
+__all__ = ["ApprovalMemory", "CallText", "call_text"]

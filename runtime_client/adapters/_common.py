@@ -1,14 +1,32 @@
-"""Turning a gateway ToolResult into the text a framework shows its model or user."""
+"""What the adapters share: the text a framework shows its model, and approval redemption.
+
+``call_text`` turns a gateway ``ToolResult`` into that text. ``ApprovalMemory`` lets an
+adapter redeem an approval: it remembers the approval id the gateway returned for
+(run, tool, exact arguments), and ``execute`` presents it when the same call comes again,
+so a model that retries after approval runs the approved call (the gateway verifies the
+approver-signed grant against the hash of the arguments it is given, and runs it once).
+"""
 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
-from runtime_client._context import label_untrusted, render_tool_output
+from runtime_client._client import AsyncGatewayClient
+from runtime_client._context import label_untrusted, observation_flags, render_tool_output
 from runtime_client._types import ApprovalRequired, EvidenceRequired, Observation, Refused, ToolResult
 
 MAX_TEXT = 16_000
+MAX_REMEMBERED_APPROVALS = 1024
+STILL_PENDING = "approval_pending"
+"""The gateway's refusal code for a call that presents an approval not yet approved."""
+
+_AFTER_APPROVAL = ("The call was NOT executed; once it is approved, the same call with the same "
+                   "arguments will proceed (it runs once).")
+
+_Key = tuple[str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,23 +36,89 @@ class CallText:
     code: str
 
 
+class ApprovalMemory:
+    """Approval ids by (run id, tool, canonical arguments), newest last, at most ``limit``.
+
+    The key is only for lookup (sorted keys, compact JSON); the gateway itself re-checks the
+    grant's binding to the arguments' hash. An entry lives while the approval is pending and is
+    forgotten once the call returns anything else (executed, refused, rejected, expired).
+    """
+
+    def __init__(self, limit: int = MAX_REMEMBERED_APPROVALS) -> None:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self._limit = limit
+        self._ids: OrderedDict[_Key, str] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @staticmethod
+    def key(run_id: str, tool: str, args: dict[str, Any]) -> _Key | None:
+        """The lookup key, or None when ``args`` has no JSON form (the gateway refuses it)."""
+        try:
+            canonical = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                   allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            return None
+        return run_id, tool, canonical
+
+    def get(self, key: _Key | None) -> str:
+        return self._ids.get(key, "") if key is not None else ""
+
+    def update(self, key: _Key | None, result: ToolResult) -> None:
+        """Remember a new approval id; keep it while pending; forget it on any other outcome."""
+        if key is None:
+            return
+        o = result.outcome
+        if isinstance(o, ApprovalRequired) and o.approval_id:
+            self._ids[key] = o.approval_id
+            self._ids.move_to_end(key)
+            while len(self._ids) > self._limit:
+                self._ids.popitem(last=False)
+        elif not (isinstance(o, Refused) and o.code == STILL_PENDING):
+            self._ids.pop(key, None)
+
+
+async def execute(client: AsyncGatewayClient, memory: ApprovalMemory, tool: str,
+                  args: dict[str, Any], *, run_id: str = "") -> ToolResult:
+    """One adapter call: presents the remembered approval id for this exact call, if any.
+
+    A transport error leaves the entry in place: the gateway may have run the call, and
+    presenting the id again returns its stored outcome instead of running it twice."""
+    key = memory.key(run_id, tool, args)
+    approval_id = memory.get(key)
+    fields = {"approval_id": approval_id} if approval_id else {}
+    result = await client.execute(tool, args, run_id=run_id, **fields)
+    memory.update(key, result)
+    return result
+
+
+def _observation_text(result: ToolResult, o: Observation) -> CallText:
+    flags = observation_flags(o)
+    if o.ok:
+        return CallText(False, label_untrusted(result.tool, render_tool_output(o.data), MAX_TEXT, flags),
+                        "ok")
+    message = o.error.message if o.error else o.summary  # carries the tool's stderr: untrusted
+    return CallText(True, f"tool {result.tool} failed:\n"
+                    + label_untrusted(result.tool, message, MAX_TEXT, flags), result.code or "tool_error")
+
+
 def call_text(result: ToolResult) -> CallText:
     o = result.outcome
     if isinstance(o, Observation):
-        if o.ok:
-            return CallText(False, label_untrusted(result.tool, render_tool_output(o.data), MAX_TEXT), "ok")
-        message = o.error.message if o.error else o.summary  # carries the tool's stderr: untrusted
-        return CallText(True, f"tool {result.tool} failed:\n"
-                        + label_untrusted(result.tool, message, MAX_TEXT), result.code or "tool_error")
+        return _observation_text(result, o)
     if isinstance(o, Refused):
         reasons = "; ".join(o.reasons) or "no reason given"
+        if o.code == STILL_PENDING:
+            return CallText(True, f"approval still pending: {reasons}. {_AFTER_APPROVAL}", o.code)
         fields = "".join(f"\n  {e.path or '/'}: {e.message}" for e in o.field_errors)
         return CallText(True, f"refused ({o.code}): {reasons}{fields}", o.code)
     if isinstance(o, ApprovalRequired):
         who = ", ".join(o.approver_groups) or "an approver"
         return CallText(True, f"approval required (approval_id={o.approval_id}): waiting for {who}. "
-                        f"The call was NOT executed; retry after approval. "
-                        f"Reasons: {'; '.join(o.reasons) or '-'}", "approval_required")
+                        f"{_AFTER_APPROVAL} Reasons: {'; '.join(o.reasons) or '-'}",
+                        "approval_required")
     if isinstance(o, EvidenceRequired):
         return CallText(True, f"more evidence required: {json.dumps(list(o.missing))}", "evidence_required")
     raise TypeError(f"unknown outcome {type(o).__name__}")

@@ -2,6 +2,8 @@
 
 The args schema is the tool's JSON Schema from ListTools. Refusals and approval pauses raise
 ``ToolException`` with ``handle_tool_error=True``, so the agent sees them as tool output.
+The tools made by one ``langchain_tools`` call share an ``ApprovalMemory``: the same call
+with the same arguments, made again once approved, presents its approval and runs.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from runtime_client._client import AsyncGatewayClient
 from runtime_client._types import ToolSpec
-from runtime_client.adapters._common import call_text
+from runtime_client.adapters._common import ApprovalMemory, call_text, execute
 
 
-def langchain_tool(client: AsyncGatewayClient, spec: ToolSpec, *, run_id: str = "") -> StructuredTool:
+def langchain_tool(client: AsyncGatewayClient, spec: ToolSpec, *, run_id: str = "",
+                   approvals: ApprovalMemory | None = None) -> StructuredTool:
+    memory = approvals if approvals is not None else ApprovalMemory()
+
     async def call(**kwargs: Any) -> str:
-        text = call_text(await client.execute(spec.name, kwargs, run_id=run_id))
+        text = call_text(await execute(client, memory, spec.name, kwargs, run_id=run_id))
         if text.is_error:
             raise ToolException(text.text)
         return text.text
@@ -34,4 +39,6 @@ def langchain_tool(client: AsyncGatewayClient, spec: ToolSpec, *, run_id: str = 
 
 async def langchain_tools(client: AsyncGatewayClient, *, run_id: str = "") -> list[StructuredTool]:
     """One ``StructuredTool`` per tool the gateway lists for this caller."""
-    return [langchain_tool(client, spec, run_id=run_id) for spec in await client.list_tools()]
+    memory = ApprovalMemory()
+    return [langchain_tool(client, spec, run_id=run_id, approvals=memory)
+            for spec in await client.list_tools()]

@@ -1,7 +1,9 @@
 """OpenAI Agents SDK adapter: gateway tools as ``FunctionTool``s (``toolgate[openai-agents]``).
 
 Arguments arrive as the model's JSON text and are parsed strictly; outcomes other than a
-successful observation come back as error text the agent can act on.
+successful observation come back as error text the agent can act on. The tools made by one
+``function_tools`` call share an ``ApprovalMemory``: the same call with the same arguments,
+made again once approved, presents its approval and runs.
 """
 
 from __future__ import annotations
@@ -18,16 +20,19 @@ from runtime_client._client import AsyncGatewayClient
 from runtime_client._errors import ModelOutputError
 from runtime_client._model import strict_json_object
 from runtime_client._types import ToolSpec
-from runtime_client.adapters._common import call_text
+from runtime_client.adapters._common import ApprovalMemory, call_text, execute
 
 
-def function_tool(client: AsyncGatewayClient, spec: ToolSpec, *, run_id: str = "") -> FunctionTool:
+def function_tool(client: AsyncGatewayClient, spec: ToolSpec, *, run_id: str = "",
+                  approvals: ApprovalMemory | None = None) -> FunctionTool:
+    memory = approvals if approvals is not None else ApprovalMemory()
+
     async def invoke(ctx: Any, args_json: str) -> str:
         try:
             args = strict_json_object(args_json or "{}")
         except ModelOutputError as exc:
             return f"refused (invalid_arguments): {exc}"
-        return call_text(await client.execute(spec.name, args, run_id=run_id)).text
+        return call_text(await execute(client, memory, spec.name, args, run_id=run_id)).text
 
     return FunctionTool(name=spec.name, description=spec.description or spec.name,
                         params_json_schema=spec.input_schema, on_invoke_tool=invoke,
@@ -35,4 +40,6 @@ def function_tool(client: AsyncGatewayClient, spec: ToolSpec, *, run_id: str = "
 
 
 async def function_tools(client: AsyncGatewayClient, *, run_id: str = "") -> list[FunctionTool]:
-    return [function_tool(client, spec, run_id=run_id) for spec in await client.list_tools()]
+    memory = ApprovalMemory()
+    return [function_tool(client, spec, run_id=run_id, approvals=memory)
+            for spec in await client.list_tools()]

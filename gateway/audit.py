@@ -18,7 +18,9 @@ files verify together: a missing or emptied file in between is a gap in seq (ver
 ``gateway.audit_verify``). A gateway that stopped between the rename and that first record
 finishes the rotation when it starts again. A log that ends in a partial line (a stop or a full
 disk mid-write) has that line moved to ``<log>.torn-<unix ns>`` at start, and an
-``audit_restarted`` record with code ``audit_log_torn`` names it.
+``audit_restarted`` record with code ``audit_log_torn`` names it; a log that ends before its
+head is moved to ``<log>.cut-<unix ns>`` (code ``audit_log_cut``). Evidence set aside is never
+replaced: a name already taken gets ``-1``, ``-2``… after it.
 
 Not through structlog (DESIGN.md says it is): a record is written on every stage of every
 call, and structlog's bound-logger machinery (context copy, processor chain, proxy call)
@@ -29,6 +31,7 @@ logs still go through structlog; this file is a hash chain with its own writer.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import time
@@ -214,8 +217,9 @@ def _set_aside_if_cut(path: Path) -> dict[str, Any] | None:
     """A log that ends before its head lost records after they were written: cut short, emptied
     or deleted (the head never leads what was written, short of a power loss without
     ``audit.fsync``). Continuing its chain would overwrite the head and hide that, so both are
-    renamed ``<log>.cut-<unix time>`` (and ``.head``) for ``audit verify`` and an investigation,
-    and the gateway starts a new chain whose first record names them."""
+    renamed ``<log>.cut-<unix ns>`` (and ``.head``; ``-1``, ``-2``… after it if that is taken:
+    never over earlier evidence) for an investigation, and the gateway starts a new chain whose
+    first record names them."""
     head_path = path.with_name(path.name + ".head")
     try:
         head_seq = int(json.loads(head_path.read_text())["seq"])
@@ -224,18 +228,47 @@ def _set_aside_if_cut(path: Path) -> dict[str, Any] | None:
     log_seq, _ = _tail_state(path)
     if head_seq <= log_seq:
         return None
-    kept = path.with_name(f"{path.name}.cut-{int(time.time())}")
-    if path.exists():
-        os.rename(path, kept)
-    os.rename(head_path, kept.with_name(kept.name + ".head"))
-    return {"previous_file": kept.name, "log_ended_at_seq": log_seq, "head_seq": head_seq}
+    for kept in _aside_names(path, "cut"):
+        kept_head = kept.with_name(kept.name + ".head")
+        if os.path.lexists(kept) or os.path.lexists(kept_head):
+            continue
+        if path.exists():
+            _move_no_replace(path, kept)
+        _move_no_replace(head_path, kept_head)
+        return {"previous_file": kept.name, "log_ended_at_seq": log_seq, "head_seq": head_seq}
+    raise AssertionError("unreachable: _aside_names never ends")
+
+
+def _aside_names(path: Path, kind: str) -> Iterator[Path]:
+    """Names for evidence set aside from the log at ``path``: ``<log>.<kind>-<unix ns>``, then
+    ``...-1``, ``...-2`` (the clock can give two starts the same reading): the caller takes the
+    first that does not exist, so evidence is never replaced."""
+    base = f"{path.name}.{kind}-{time.time_ns()}"
+    yield path.with_name(base)
+    for n in itertools.count(1):
+        yield path.with_name(f"{base}-{n}")
+
+
+def _move_no_replace(source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target``, raising FileExistsError rather than replace a file there
+    (``os.rename`` would): a hard link, which refuses an existing name, then unlink."""
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        raise
+    except OSError:  # a file system without hard links: check, then rename (one writer per log)
+        if os.path.lexists(target):
+            raise FileExistsError(f"{target} exists") from None
+        os.rename(source, target)
+        return
+    os.unlink(source)
 
 
 def _set_aside_torn_tail(path: Path, fsync: bool) -> dict[str, Any] | None:
     """A log whose last line has no end holds a record a stop or a full disk cut mid-write. The
     head never names such a record (it is written after whole lines), so the partial line is
-    moved to ``<log>.torn-<unix ns>`` and cut off: left in place, the next record would be
-    glued onto it, unreadable, and ``audit verify`` would stop at that line for good."""
+    moved to ``<log>.torn-<unix ns>`` (``-1``… when taken) and cut off: left in place, the next
+    record would be glued onto it, unreadable, and ``audit verify`` would stop at that line for good."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -257,15 +290,27 @@ def _set_aside_torn_tail(path: Path, fsync: bool) -> dict[str, Any] | None:
             return None
         f.seek(end)
         torn = f.read()
-        kept = path.with_name(f"{path.name}.torn-{time.time_ns()}")
-        with open(kept, "xb") as out:
-            out.write(torn)
-            if fsync:
-                os.fsync(out.fileno())
+        kept = _write_aside(path, torn, fsync)
         f.truncate(end)
         if fsync:
             os.fsync(f.fileno())
     return {"torn_file": kept.name, "torn_bytes": len(torn), "torn_at_byte": end}
+
+
+def _write_aside(path: Path, data: bytes, fsync: bool) -> Path:
+    """Write ``data`` to a new ``<log>.torn-<unix ns>`` (``-1``, ``-2``… when taken: never over
+    earlier evidence); its path."""
+    for kept in _aside_names(path, "torn"):
+        try:
+            out = open(kept, "xb")
+        except FileExistsError:
+            continue
+        with out:
+            out.write(data)
+            if fsync:
+                os.fsync(out.fileno())
+        return kept
+    raise AssertionError("unreachable: _aside_names never ends")
 
 
 def _head_after_rename(path: Path) -> tuple[int, str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -33,6 +34,12 @@ class Criteria:
     user: str = ""
     since: float | None = None
     until: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("since", "until"):  # nan compares false with every ts: it would match all
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"Criteria.{name} must be a finite time, not {value!r}")
 
     @property
     def by_caller(self) -> bool:

@@ -21,12 +21,17 @@ one line or a head file of the wrong shape is a broken report like an edited rec
 ``verify_segments`` also checks that the files of one log given together go on from each
 other: each non-empty file from the last non-empty one before it, without a gap in seq and
 with the same hash on both sides.
+
+``companion_reason`` tells the files the writer keeps beside a log (``audit.jsonl*`` matches
+them too) from its segments, by name: a head (checked with its log), a log cut short and set
+aside (``.cut-<ns>``, with its ``.head``) and a partial line set aside (``.torn-<ns>``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass
 from json import JSONDecoder
 from pathlib import Path
@@ -279,6 +284,29 @@ def _is_empty(path: Path) -> bool:
         return path.stat().st_size == 0
     except OSError:
         return True
+
+
+_SET_ASIDE = re.compile(r"^(?P<log>.+)\.(?P<kind>cut|torn)-[0-9]+(?:-[0-9]+)?$")
+
+
+def companion_reason(path: str | Path) -> str:
+    """Why ``path`` is a file the writer keeps beside a log, not a segment of it ("" when it is
+    none): a name ``<log>.cut-<ns>[-<n>]`` or ``<log>.torn-<ns>[-<n>]`` (evidence set aside at a
+    start, ``gateway.audit``), their ``.head``, or ``<log>.head`` beside an existing ``<log>``."""
+    path = Path(path)
+    name = path.name
+    head = name.endswith(".head") and len(name) > len(".head")
+    kept = _SET_ASIDE.match(name[:-len(".head")] if head else name)
+    if kept and kept["kind"] == "cut":
+        what = "the head of a log" if head else "a log"
+        return (f"{what} cut short, set aside when the gateway started (its audit_restarted record in "
+                f"{kept['log']} names it): evidence, not a segment")
+    if kept and not head:
+        return (f"a partial line set aside when the gateway started (its audit_restarted record in "
+                f"{kept['log']} names it): not a record")
+    if head and path.with_name(name[:-len(".head")]).is_file():
+        return f"the head of {name[:-len('.head')]}: checked with that log"
+    return ""
 
 
 _ACTIVE = 1 << 62

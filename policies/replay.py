@@ -14,14 +14,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway.audit import iter_steps  # a leaf module: the log format, nothing of the gateway
+from gateway.audit import iter_steps  # leaf modules: the log format, nothing of the gateway
+from gateway.terminal import shown
 
 from policies._errors import PolicyError
 from policies.embedded import EmbeddedEngine
 
 
 class ReplayError(Exception):
-    """Raised when the audit file cannot be read or a line is not a JSON object."""
+    """Raised when the audit file cannot be read (``code`` ``audit_unreadable``) or a line is
+    not a JSON object (``audit_malformed``)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +83,7 @@ def read_audit(path: Path) -> list[dict[str, Any]]:
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise ReplayError(f"{path}: cannot read: {exc}") from exc
+        raise ReplayError("audit_unreadable", f"{path}: cannot read: {exc}") from exc
     records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -85,9 +91,9 @@ def read_audit(path: Path) -> list[dict[str, Any]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ReplayError(f"{path}:{number}: not JSON: {exc.msg}") from exc
+            raise ReplayError("audit_malformed", f"{path}:{number}: not JSON: {exc.msg}") from exc
         if not isinstance(record, dict):
-            raise ReplayError(f"{path}:{number}: not a JSON object")
+            raise ReplayError("audit_malformed", f"{path}:{number}: not a JSON object")
         records.append(record)
     return records
 
@@ -103,17 +109,21 @@ def replay_file(audit: Path, policy: Path) -> ReplayReport:
 
 
 def format_report(report: ReplayReport) -> str:
-    """A table of changed decisions and a summary line."""
+    """A table of changed decisions and a summary line. Every field came from the audit log (or
+    the candidate bundle), written by whoever could reach the gateway: control and format
+    characters are escaped (``gateway.terminal.shown``), so a record cannot draw on the terminal."""
     lines = []
     if report.changes:
-        rows = [("DECISION_ID", "TOOL", "OLD", "NEW")] + [(c.decision_id, c.tool, c.old, c.new) for c in report.changes]
+        rows = [("DECISION_ID", "TOOL", "OLD", "NEW")] + [
+            (shown(c.decision_id), shown(c.tool), shown(c.old), shown(c.new)) for c in report.changes
+        ]
         widths = [max(len(row[i]) for row in rows) for i in range(3)]
         for decision_id, tool, old, new in rows:
             arrow = "->" if decision_id != "DECISION_ID" else "  "
             lines.append(f"{decision_id:<{widths[0]}}  {tool:<{widths[1]}}  {old:<{widths[2]}} {arrow} {new}")
         lines.append("")
     lines.append(
-        f"{len(report.changes)} of {report.replayed} replayed decisions change under {report.candidate_version}"
+        f"{len(report.changes)} of {report.replayed} replayed decisions change under {shown(report.candidate_version)}"
         f" ({report.skipped} policy records without policy_input skipped)"
     )
     return "\n".join(lines)

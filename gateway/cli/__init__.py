@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 a tool ran and failed; 2 bad usage or configuration; 3 refused;
 4 approval required; 5 evidence required; 6 the gateway could not be reached or refused the
-credentials.
+credentials. An error prints one line, ``toolgate: <code>: <message>``, with a stable
+snake_case code (``gateway.cli._errors`` lists them with their exit status).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+
+from gateway.cli._errors import CliError, report
 
 # Sub-command modules, each with add_parser(subparsers). Order is the order in --help.
 COMMANDS = (
@@ -50,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(ns.func(ns) or 0)
+    except CliError as exc:
+        return report(exc)
     except KeyboardInterrupt:
         return 130
 

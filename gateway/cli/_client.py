@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
 
 import grpc
 
+from gateway.terminal import shown
+
 EXIT_TRANSPORT = 6
+EXIT_REFUSED = 3
+_CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
 def add_target_options(p: argparse.ArgumentParser) -> None:
@@ -28,6 +34,8 @@ def metadata(ns: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def report_rpc_error(exc: grpc.RpcError) -> int:
+    """``toolgate: <status name>: <details> (hint)`` on stderr; exit 6. The details are the
+    server's words (or a proxy's): printed escaped."""
     code = exc.code() if hasattr(exc, "code") else None
     name = code.name.lower() if code else "unknown"
     hint = {
@@ -36,5 +44,20 @@ def report_rpc_error(exc: grpc.RpcError) -> int:
         "permission_denied": "this API key lacks the role for that verb",
     }.get(name, "")
     details = exc.details() if hasattr(exc, "details") else str(exc)
-    print(f"toolgate: {name}: {details}" + (f" ({hint})" if hint else ""), file=sys.stderr)
+    print(f"toolgate: {name}: {shown(str(details))}" + (f" ({hint})" if hint else ""), file=sys.stderr)
     return EXIT_TRANSPORT
+
+
+def report_refusal(exc: grpc.RpcError) -> int:
+    """A FAILED_PRECONDITION from the gateway: its details are ``{"code": ..., "message": ...}``
+    (gateway.approvals.servicer); print ``toolgate: <code>: <message>`` escaped; exit 3."""
+    details = str(exc.details() or "")
+    try:
+        body = json.loads(details)
+        code, message = str(body["code"]), str(body["message"])
+    except (ValueError, KeyError, TypeError):
+        code, message = "refused", details
+    if not _CODE.match(code):  # not a code: say so, and show it as part of the message
+        code, message = "refused", details
+    print(f"toolgate: {code}: {shown(message)}", file=sys.stderr)
+    return EXIT_REFUSED

@@ -9,7 +9,9 @@ confirmed), 6 transport/auth.
 
 What a request shows comes from the agent (run id, arguments) or from policy (reasons), so
 every field is printed with control and format characters escaped: an agent cannot draw a
-different review on the approver's terminal (new lines, escape sequences, bidi overrides).
+different review on the approver's terminal (new lines, escape sequences, bidi overrides);
+so are the gateway's error details. Errors print ``toolgate: <code>: <message>``
+(``gateway.cli._errors``).
 """
 
 from __future__ import annotations
@@ -26,16 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.approvals import tokens
 from gateway.approvals.keyring import SigningKey, key_labels, load_private_key
 from gateway.arguments import ArgumentsError, args_hash, parse_strict
-from gateway.cli._client import add_target_options, channel, metadata, report_rpc_error
-from gateway.cli._terminal import shown
+from gateway.cli._client import add_target_options, channel, metadata, report_refusal, report_rpc_error
+from gateway.cli._errors import CliError, fail, report
+from gateway.terminal import shown
 
-EXIT_NOT_REACHED, EXIT_USAGE, EXIT_REFUSED = 1, 2, 3
+EXIT_USAGE = 2
 MAX_ARGS = 16 * 1024 * 1024
 APPROVAL_LIFETIME = 600
 
@@ -123,9 +128,8 @@ def run_reject(ns: argparse.Namespace) -> int:
 def _sign_and_send(ns: argparse.Namespace, typ: str) -> int:
     try:
         key = _load_key(ns)
-    except (OSError, ValueError, TypeError) as exc:
-        print(f"toolgate: cannot use key {ns.key}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    except CliError as exc:
+        return report(exc)
     try:
         a = _get(ns)
     except grpc.RpcError as exc:
@@ -133,22 +137,19 @@ def _sign_and_send(ns: argparse.Namespace, typ: str) -> int:
     print(describe(a))
     mine, problem = recompute_hash(a)
     if problem:
-        print(f"toolgate: refusing to sign: {problem}", file=sys.stderr)
-        return EXIT_REFUSED
+        return fail("args_hash_mismatch" if mine else "args_not_strict_json", f"refusing to sign: {problem}")
     if ns.audience and ns.audience != a.audience:
-        print(f"toolgate: refusing to sign: request is for gateway {a.audience!r}, expected {ns.audience!r}", file=sys.stderr)
-        return EXIT_REFUSED
+        return fail("audience_mismatch", f"refusing to sign: the request is for gateway {a.audience!r}, expected "
+                    f"{ns.audience!r} (--audience / TOOLGATE_GATEWAY_ID): check --target")
     if not ns.yes and not _confirmed("approve" if typ == tokens.TYP_APPROVAL else "reject"):
-        print("toolgate: not signed: not confirmed (answer y, or pass --yes)", file=sys.stderr)
-        return EXIT_REFUSED
+        return fail("not_confirmed", "not signed: not confirmed (answer y, or pass --yes)")
     token = tokens.sign(_claims(ns, a, mine, typ), key, typ)
     request_cls, rpc = (pb.SubmitApprovalRequest, "Submit") if typ == tokens.TYP_APPROVAL else (pb.RejectApprovalRequest, "Reject")
     try:
         out = getattr(_stub(ns), rpc)(request_cls(approval_id=a.approval_id, token=token), metadata=metadata(ns), timeout=ns.timeout)
     except grpc.RpcError as exc:
         if exc.code() is grpc.StatusCode.FAILED_PRECONDITION:
-            print(f"toolgate: refused: {exc.details()}", file=sys.stderr)
-            return EXIT_REFUSED
+            return report_refusal(exc)
         return report_rpc_error(exc)
     print(json.dumps({"approval_id": out.approval_id, "status": out.status, "approvers": list(out.approvers),
                       "quorum": out.quorum}))
@@ -158,6 +159,8 @@ def _sign_and_send(ns: argparse.Namespace, typ: str) -> int:
 def _confirmed(verb: str) -> bool:
     print(f"{verb} this call with exactly these arguments? [y/N] ", end="", file=sys.stderr, flush=True)
     answer = sys.stdin.readline()
+    if not sys.stdin.isatty():  # no echoed Enter ended the prompt's line: end it, so errors start their own
+        print(file=sys.stderr)
     return answer.strip().lower() in ("y", "yes")
 
 
@@ -174,7 +177,7 @@ def _claims(ns: argparse.Namespace, a: pb.Approval, mine: str, typ: str) -> dict
 
 
 def recompute_hash(a: pb.Approval) -> tuple[str, str]:
-    """(my hash of the displayed arguments, problem or "")."""
+    """(my hash of the displayed arguments, problem or ""); no hash when they are not strict JSON."""
     try:
         mine = args_hash(parse_strict(a.args_json, max_bytes=MAX_ARGS))
     except ArgumentsError as exc:
@@ -185,25 +188,62 @@ def recompute_hash(a: pb.Approval) -> tuple[str, str]:
 
 
 def _load_key(ns: argparse.Namespace) -> SigningKey:
+    """The approver's signing key; ``CliError`` (exit 2) with what to do when it cannot be used."""
     pem = _read_key_file(ns.key)
-    passphrase = os.environ.get(ns.passphrase_env, "").encode() if ns.passphrase_env else None
+    passphrase = _passphrase(ns.passphrase_env)
     labels = key_labels(pem)
     kid, approver = ns.kid or labels.get("kid", ""), ns.approver or labels.get("approver", "")
     if not kid or not approver:
-        raise ValueError("the key file has no toolgate-kid/toolgate-approver lines; pass --kid and --approver")
+        raise CliError("key_labels_missing", f"{ns.key} has no toolgate-kid/toolgate-approver lines: "
+                       "pass --kid and --approver")
     ns.approver_id = approver
-    return SigningKey(kid, load_private_key(pem, passphrase))
+    return SigningKey(kid, _private_key(ns, pem, passphrase))
+
+
+def _passphrase(var: str) -> bytes | None:
+    """The passphrase in environment variable ``var`` (none when ``var`` is ""); an unset or
+    empty variable is refused, never taken as an empty passphrase."""
+    if not var:
+        return None
+    value = os.environ.get(var, "")
+    if not value:
+        raise CliError("passphrase_env_unset", f"environment variable {var} (--passphrase-env) is empty or unset: "
+                       "export it, or drop --passphrase-env for a key without a passphrase")
+    return value.encode()
+
+
+def _private_key(ns: argparse.Namespace, pem: bytes, passphrase: bytes | None) -> Ed25519PrivateKey:
+    """The key in ``pem``; whether it is encrypted is read from its PEM header, so a missing,
+    needless or wrong passphrase each get their own code."""
+    encrypted = b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in pem or b"Proc-Type: 4,ENCRYPTED" in pem
+    if encrypted and passphrase is None:
+        raise CliError("key_passphrase_needed", f"{ns.key} is encrypted: pass --passphrase-env VAR")
+    if passphrase is not None and not encrypted:
+        raise CliError("key_not_encrypted", f"{ns.key} has no passphrase: drop --passphrase-env")
+    try:
+        return load_private_key(pem, passphrase)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        if encrypted:
+            raise CliError("key_passphrase_wrong", f"cannot decrypt {ns.key}: wrong passphrase in "
+                           f"{ns.passphrase_env} (or the file is damaged)") from exc
+        raise CliError("key_invalid", f"{ns.key} is not an Ed25519 private key in PEM ({exc}): "
+                       "make one with `toolgate keys new`") from exc
 
 
 def _read_key_file(path: str) -> bytes:
     """The key file's bytes; refused when its group or others may write it (whoever can write
     it can put their key in the approver's place), checked on the file that is read."""
-    with open(path, "rb") as f:
-        mode = os.fstat(f.fileno()).st_mode
-        if os.name == "posix" and mode & 0o022:
-            raise ValueError(f"key_file_writable: {'others' if mode & 0o002 else 'its group'} may write it "
-                             f"(mode {mode & 0o777:o}), so it cannot be trusted; run chmod 600 {path}")
-        return f.read()
+    try:
+        with open(path, "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            if os.name == "posix" and mode & 0o022:
+                raise CliError("key_file_writable", f"{path}: {'others' if mode & 0o002 else 'its group'} may "
+                               f"write it (mode {mode & 0o777:o}), so it cannot be trusted; run chmod 600 {path}")
+            return f.read()
+    except FileNotFoundError:
+        raise CliError("key_file_not_found", f"{path}: no such file (--key)") from None
+    except OSError as exc:
+        raise CliError("key_file_unreadable", f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
 def _get(ns: argparse.Namespace) -> pb.Approval:
@@ -221,9 +261,8 @@ def run_watch(ns: argparse.Namespace) -> int:
         if exc.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
             return report_rpc_error(exc)
     if ns.until:  # a script waiting for that status must not go on as if it came
-        print(f"toolgate: watch_ended: no event with status {ns.until!r} within --timeout {ns.timeout:g}s "
-              "(raise --timeout, or check the status with `toolgate approvals show`)", file=sys.stderr)
-        return EXIT_NOT_REACHED
+        return fail("watch_ended", f"no event with status {ns.until!r} within --timeout {ns.timeout:g}s "
+                    "(raise --timeout, or check the status with `toolgate approvals show`)")
     return 0
 
 

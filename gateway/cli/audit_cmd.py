@@ -4,14 +4,16 @@ finds records (``gateway.audit_search``)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 from gateway.audit import iter_steps
 from gateway.audit_search import Criteria, Search
-from gateway.audit_verify import verify_segments
-from gateway.cli._terminal import json_text
+from gateway.audit_verify import companion_reason, verify_segments
+from gateway.cli._errors import CliError, fail
+from gateway.terminal import json_text, shown
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,10 +27,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "at the seq in its name; rotated files of one log given together (audit.jsonl.[0-9]* "
         "audit.jsonl) must go on from each other without a gap. An empty log is fine only when new "
         "(no rotated files beside it) or when a stop cut a rotation short. Prints one line per file: "
-        "ok, or BROKEN with the first broken line and why.",
+        "ok, or BROKEN with the first broken line and why. The files kept beside a log (its .head, and "
+        ".cut-* and .torn-* evidence set aside at a start), as audit.jsonl* matches them, are skipped with "
+        "the reason; a file given twice is verified once.",
         epilog="Exit status: 0 every log intact; 1 a log is broken (edited, reordered, truncated, emptied, "
         "malformed, a file missing or replaced in between, its head missing or not matching); 2 a FILE "
-        "does not exist (or the command line is wrong).",
+        "does not exist, no FILE is a log (or the command line is wrong).",
     )
     v.add_argument("files", nargs="+", metavar="FILE", help="audit logs (JSON lines)")
     v.set_defaults(func=run_verify)
@@ -47,36 +51,65 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--tenant", default="", help="calls (and approval events) of this tenant")
     s.add_argument("--agent", default="", help="calls of this agent")
     s.add_argument("--user", default="", help="calls on behalf of this user")
-    s.add_argument("--since", type=_time, metavar="TIME", help="not before TIME (ISO 8601, UTC if no zone; or epoch s)")
-    s.add_argument("--until", type=_time, metavar="TIME", help="not after TIME")
+    s.add_argument("--since", metavar="TIME", help="not before TIME (ISO 8601, UTC if no zone; or epoch s)")
+    s.add_argument("--until", metavar="TIME", help="not after TIME")
     s.add_argument("--steps", action="store_true", help="one line per step instead of per record")
     s.set_defaults(func=run_search)
 
 
-def _time(text: str) -> float:
+def _time(option: str, text: str | None) -> float | None:
+    """Epoch seconds of ``--since``/``--until``; a time that is not finite (nan, inf) would
+    match every record or none, so it is refused like one that does not parse."""
+    if text is None:
+        return None
     try:
-        return float(text)
+        when = float(text)
     except ValueError:
-        pass
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither ISO 8601 nor epoch seconds") from None
-    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise CliError("invalid_time", f"{option} {text!r} is neither ISO 8601 nor epoch seconds "
+                           "(e.g. 2026-11-01T12:00:00Z or 1793534400)") from None
+        when = (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+    if not math.isfinite(when):
+        raise CliError("invalid_time", f"{option} {text!r} is not a finite time: give ISO 8601 or epoch seconds")
+    return when
 
 
 def _missing(files: list[str]) -> list[str]:
     missing = [f for f in files if not Path(f).is_file()]
     for f in missing:
-        print(f"toolgate: no such file: {f}", file=sys.stderr)
+        fail("no_such_file", f"{f} (check the path: FILE must be an audit log)")
     return missing
+
+
+def _segments(files: list[str]) -> list[str]:
+    """The files to verify: each once (the first spelling of it), the files kept beside a log
+    (companion_reason) reported as skipped."""
+    seen: set[Path] = set()
+    segments = []
+    for f in files:
+        real = Path(f).resolve()
+        if real in seen:
+            continue
+        seen.add(real)
+        reason = companion_reason(f)
+        if reason:
+            print(shown(f"{f}: skipped: {reason}"))
+        else:
+            segments.append(f)
+    return segments
 
 
 def run_verify(ns: argparse.Namespace) -> int:
     if _missing(ns.files):
         return 2
+    segments = _segments(ns.files)
+    if not segments:
+        return fail("nothing_to_verify", "no FILE is an audit log or a rotated file of one "
+                    "(give the log, e.g. audit.jsonl, or audit.jsonl*)")
     broken = 0
-    for path, report in verify_segments(ns.files):
+    for path, report in verify_segments(segments):
         if report.ok:
             span = f" (seq {report.first_seq}-{report.last_seq})" if report.records else ""
             note = f"; {report.note}" if report.note else ""
@@ -92,7 +125,7 @@ def run_search(ns: argparse.Namespace) -> int:
     if _missing(ns.files):
         return 2
     criteria = Criteria(decision_id=ns.decision_id, tool=ns.tool, code=ns.code, tenant=ns.tenant, agent=ns.agent,
-                        user=ns.user, since=ns.since, until=ns.until)
+                        user=ns.user, since=_time("--since", ns.since), until=_time("--until", ns.until))
     search = Search(criteria)
     found = search.run(Path(f) for f in ns.files)
     for item in (iter_steps(found) if ns.steps else found):

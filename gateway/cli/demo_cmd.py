@@ -13,13 +13,14 @@ import os
 import sys
 from typing import Any, TextIO
 
+from gateway.cli._errors import fail
 from runtime_client import (
-    AgentState, Answer, AsyncGatewayClient, RunResult, SQLiteCheckpoints, StopReason, ToolCall,
-    ToolgateClientError, TrajectoryEval, resume, run_agent,
+    AgentState, Answer, AsyncGatewayClient, AuthenticationError, RunResult, SQLiteCheckpoints, StopReason,
+    ToolCall, ToolgateClientError, TransportError, TrajectoryEval, resume, run_agent,
 )
 from runtime_client.testing import scripted_decide
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED, EXIT_UNREACHABLE = 0, 1, 2, 4, 6
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED = 0, 1, 2, 4
 WRITE = ToolCall("write_file", {"path": "demo/hello.txt", "content": "hello from the toolgate demo\n"})
 WRITE_EVAL = TrajectoryEval(required_tools=("write_file",), forbidden_tools=("delete_file",),
                             expected_stop_reason=StopReason.SUCCESS, max_steps=3)
@@ -92,8 +93,9 @@ async def demo(ns: argparse.Namespace, stream: TextIO) -> int:
             code = await _finish(out, gw, store, ns, run_id, stage=5)
             return code if ok or code != EXIT_OK else EXIT_FAILED
     except ToolgateClientError as exc:
-        print(f"toolgate demo: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_UNREACHABLE
+        code = ("gateway_unreachable" if isinstance(exc, TransportError) else
+                "unauthenticated" if isinstance(exc, AuthenticationError) else "demo_failed")
+        return fail(code, f"{type(exc).__name__}: {exc} (is the demo gateway running at --target?)")
 
 
 async def _read(out: _Out, gw: AsyncGatewayClient, store: Any) -> bool:

@@ -13,6 +13,7 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gateway.approvals.keyring import key_thumbprint, raw_public_b64, write_private_key
+from gateway.cli._errors import fail
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
 
@@ -36,14 +37,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_new(ns: argparse.Namespace) -> int:
     if not _ID.match(ns.approver):
-        print("toolgate: --approver must be 1-128 of A-Z a-z 0-9 _ . @ -", file=sys.stderr)
-        return 2
+        return fail("invalid_approver_id", "--approver must be 1-128 of A-Z a-z 0-9 _ . @ -")
     passphrase = None
     if ns.passphrase_env:
         value = os.environ.get(ns.passphrase_env, "")
         if not value:
-            print(f"toolgate: environment variable {ns.passphrase_env} is empty or unset", file=sys.stderr)
-            return 2
+            return fail("passphrase_env_unset", f"environment variable {ns.passphrase_env} (--passphrase-env) is "
+                        "empty or unset: export the passphrase in it, or drop --passphrase-env")
         passphrase = value.encode()
     key = Ed25519PrivateKey.generate()
     kid = f"{ns.approver}-{datetime.now(timezone.utc):%Y%m%d}-{key_thumbprint(key.public_key())[:8]}"
@@ -51,8 +51,7 @@ def run_new(ns: argparse.Namespace) -> int:
     try:
         write_private_key(path, key, passphrase, {"approver": ns.approver, "kid": kid})
     except FileExistsError:
-        print(f"toolgate: {path} exists; not overwriting", file=sys.stderr)
-        return 2
+        return fail("key_file_exists", f"{path} exists; not overwriting it (move it away, or pass another --out)")
     entry = {"id": ns.approver, "groups": ["CHANGE-ME"],
              "keys": [{"kid": kid, "public_key": raw_public_b64(key.public_key())}]}
     print(f"# private key written to {path} (keep it secret)", file=sys.stderr)

@@ -5,7 +5,8 @@
     toolgate policy replay --audit FILE --policy DIR
 
 Each verb returns the process exit code: 0 on success, 1 when tests fail, 2 when the
-bundle or a file cannot be read. Changed decisions in a replay are a result, not an
+bundle or a file cannot be read (``toolgate: policy_bundle_invalid|audit_unreadable|
+audit_malformed: ...`` on stderr). Changed decisions in a replay are a result, not an
 error: replay returns 0.
 """
 
@@ -16,9 +17,10 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from gateway.cli._errors import fail
+
 EXIT_OK = 0
 EXIT_FAILED = 1
-EXIT_ERROR = 2
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -78,7 +80,7 @@ def _add_replay(verbs: argparse._SubParsersAction) -> None:
     replay.set_defaults(func=run_replay)
 
 
-def run_test(ns: argparse.Namespace, out: TextIO | None = None) -> int:
+def run_test(ns: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """``policy test``: print PASS/FAIL/ERROR lines and a summary; 0 only if all pass."""
     from policies import PolicyLoadError, run_tests
 
@@ -86,8 +88,7 @@ def run_test(ns: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
         results = run_tests(ns.dir, engine=ns.engine)
     except PolicyLoadError as exc:
-        print(f"error: {exc}", file=out)
-        return EXIT_ERROR
+        return fail("policy_bundle_invalid", f"{exc}", err)
     for result in results:
         if ns.verbose or not result.passed:
             line = f"{result.package}.{result.name}: {result.status} ({result.duration * 1000:.3f}ms)"
@@ -110,7 +111,7 @@ def _summary(results: list, out: TextIO) -> int:
     return EXIT_OK if counts["PASS"] == total else EXIT_FAILED
 
 
-def run_check(ns: argparse.Namespace, out: TextIO | None = None) -> int:
+def run_check(ns: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """``policy check``: 0 and the bundle version when it loads, 2 and the error when not."""
     from policies import EmbeddedEngine, PolicyLoadError
 
@@ -118,22 +119,23 @@ def run_check(ns: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
         engine = EmbeddedEngine.from_bundle(ns.dir)
     except PolicyLoadError as exc:
-        print(f"error: {exc}", file=out)
-        return EXIT_ERROR
+        return fail("policy_bundle_invalid", f"{exc}", err)
     print(f"ok: {ns.dir} loads ({engine.version})", file=out)
     return EXIT_OK
 
 
-def run_replay(ns: argparse.Namespace, out: TextIO | None = None) -> int:
-    """``policy replay``: print changed decisions and a summary; 2 if a file cannot be read."""
+def run_replay(ns: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """``policy replay``: print changed decisions and a summary (fields escaped: they come from
+    the audit log); 2 if a file cannot be read."""
     from policies import PolicyLoadError
     from policies.replay import ReplayError, format_report, replay_file
 
     out = out or sys.stdout
     try:
         report = replay_file(ns.audit, ns.policy)
-    except (PolicyLoadError, ReplayError) as exc:
-        print(f"error: {exc}", file=out)
-        return EXIT_ERROR
+    except PolicyLoadError as exc:
+        return fail("policy_bundle_invalid", f"{exc}", err)
+    except ReplayError as exc:
+        return fail(exc.code, f"{exc}", err)
     print(format_report(report), file=out)
     return EXIT_OK

@@ -9,6 +9,7 @@ import sys
 
 import structlog
 
+from gateway.cli._errors import fail
 from gateway.config import ConfigError, load_config
 
 
@@ -30,8 +31,7 @@ def run(ns: argparse.Namespace) -> int:
     try:
         config = load_config(ns.config)
     except ConfigError as exc:
-        print(f"toolgate: {exc}", file=sys.stderr)
-        return 2
+        return fail("config_invalid", f"{exc}")
     host, _, port = config.listen.rpartition(":")
     address = f"{ns.host or host}:{port if ns.port is None else ns.port}"
     structlog.configure(
@@ -52,6 +52,5 @@ def run(ns: argparse.Namespace) -> int:
             return supervise(config, address, ready=ready)
         asyncio.run(serve(config, address, ready=ready))
     except Exception as exc:  # start-up failures: bad policy, port taken, store unreachable
-        print(f"toolgate: cannot start: {exc}", file=sys.stderr)
-        return 2
+        return fail("cannot_start", f"{exc}")
     return 0

@@ -56,3 +56,35 @@ def test_an_intact_log_goes_on_where_it_ended(tmp_path) -> None:
     _write(path, 2)
     assert [r["seq"] for r in _records(path)] == [1, 2, 3, 4, 5]
     assert not list(tmp_path.glob("*.cut-*")) and verify_file(path).ok
+
+
+class _StoppedClock:
+    """The clock ``gateway.audit`` reads, stopped: every start in one tick, as on a coarse clock."""
+
+    @staticmethod
+    def time() -> float:
+        return 1_800_000_000.0
+
+    @staticmethod
+    def time_ns() -> int:
+        return 1_800_000_000_000_000_000
+
+
+def test_a_second_cut_in_the_same_tick_keeps_the_first_evidence(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("gateway.audit.time", _StoppedClock)
+    path = tmp_path / "audit.jsonl"
+    firsts = []
+    for kept_records in (3, 1):
+        _write(path, 6)
+        lines = path.read_bytes().splitlines(keepends=True)
+        path.write_bytes(b"".join(lines[:kept_records]))  # records removed from the end again
+        _write(path, 0)  # the gateway starts again, on the same clock reading
+        firsts.append(_records(path)[0])
+        path.unlink()
+        path.with_name(path.name + ".head").unlink()
+    names = [first["previous_file"] for first in firsts]
+    assert len(set(names)) == 2, names  # each start names its own evidence
+    for name, first, kept_records in zip(names, firsts, (3, 1)):
+        kept = tmp_path / name
+        assert len(_records(kept)) == kept_records == first["log_ended_at_seq"]  # neither replaced the other
+        assert json.loads((tmp_path / f"{name}.head").read_text())["seq"] == first["head_seq"] == 6

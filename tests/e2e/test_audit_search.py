@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from gateway.audit import AuditLog
+from gateway.audit_search import Criteria
+from gateway.cli import main
 from tests.conftest import Client
 
 GLOBEX_KEY = "other-tenant-key"
@@ -87,3 +89,26 @@ def test_several_logs_are_merged_in_time_order_and_broken_lines_skipped(tmp_path
     assert verify.returncode == 1
     assert "audit.w0.jsonl: ok: 2 records" in verify.stdout
     assert "audit.w1.jsonl: BROKEN at line 3" in verify.stdout
+
+
+@pytest.mark.parametrize("window", [
+    ("--since", "nan"), ("--since", "inf"), ("--until", "-inf"), ("--until", "NaN"), ("--since", "1e999"),
+], ids=["since-nan", "since-inf", "until-minus-inf", "until-NaN", "since-overflow"])
+def test_a_time_that_is_not_finite_is_refused(tmp_path: Path, capsys, window) -> None:
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path, gateway_id="g")
+    log.record("result", decision_id="d-1", code="ok", tool="echo")
+    log.close()
+    capsys.readouterr()
+    code = main(["audit", "search", str(path), "=".join(window)])  # --until=-inf: not an option of its own
+    out = capsys.readouterr()
+    assert code == 2 and out.out == "", out.out  # nothing matched "everything"
+    assert out.err.startswith(f"toolgate: invalid_time: {window[0]} '{window[1]}' is not a finite time"), out.err
+
+
+def test_search_criteria_refuse_a_time_that_is_not_finite() -> None:
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        with pytest.raises(ValueError, match="finite"):
+            Criteria(since=bad)
+        with pytest.raises(ValueError, match="finite"):
+            Criteria(until=bad)

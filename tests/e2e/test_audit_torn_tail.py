@@ -55,3 +55,29 @@ def test_a_rotation_record_cut_mid_write_is_finished_on_start(tmp_path) -> None:
     assert not list(tmp_path.glob("*.cut-*")), "a torn rotation record is not a log cut short"
     assert all(report.ok for _, report in verify_segments([renamed, path]))
     assert verify_file(path).ok
+
+
+class _StoppedClock:
+    """The clock ``gateway.audit`` reads, stopped: every start in one tick, as on a coarse clock."""
+
+    @staticmethod
+    def time() -> float:
+        return 1_800_000_000.0
+
+    @staticmethod
+    def time_ns() -> int:
+        return 1_800_000_000_000_000_000
+
+
+def test_a_second_torn_line_in_the_same_tick_keeps_the_first(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("gateway.audit.time", _StoppedClock)
+    path = tmp_path / "audit.jsonl"
+    _write(path, 2)
+    partials = [b'{"code":"ok","seq":3,"sta', b'{"code":"ok","seq":5,"stage":"ca']
+    for partial in partials:
+        with open(path, "ab") as f:
+            f.write(partial)  # a stop mid-write
+        _write(path, 0)  # the gateway starts again, on the same clock reading
+    torn = [r for r in _records(path) if r["code"] == "audit_log_torn"]
+    assert [(tmp_path / r["torn_file"]).read_bytes() for r in torn] == partials  # both kept, neither replaced
+    assert verify_file(path).ok

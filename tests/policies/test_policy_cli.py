@@ -18,7 +18,7 @@ def run(*argv: str) -> tuple[int, str]:
     policy_cmd.add_parser(parser.add_subparsers(dest="command"))
     ns = parser.parse_args(list(argv))
     out = io.StringIO()
-    return ns.func(ns, out=out), out.getvalue()
+    return ns.func(ns, out=out, err=out), out.getvalue()
 
 
 def test_default_bundle_tests_pass():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import unicodedata
 from pathlib import Path
 
 from gateway.cli import policy_cmd
@@ -92,7 +93,7 @@ def run_cli(*argv: str) -> tuple[int, str]:
     policy_cmd.add_parser(parser.add_subparsers(dest="command"))
     ns = parser.parse_args(list(argv))
     out = io.StringIO()
-    return ns.func(ns, out=out), out.getvalue()
+    return ns.func(ns, out=out, err=out), out.getvalue()
 
 
 def test_replay_cli_prints_a_table_and_a_summary(tmp_path):
@@ -116,3 +117,21 @@ def test_replay_cli_rejects_a_corrupt_audit_line(tmp_path):
 
 def test_read_audit_skips_blank_lines(tmp_path):
     assert len(read_audit(write_audit(tmp_path / "audit.jsonl"))) == 6
+
+
+HOSTILE = "\u009b2J\u009b31mall clear\u202eevil\u200b\u2028\x1b[8m"  # CSI, bidi override, zero width, ESC
+
+
+def test_replay_cli_prints_what_the_log_holds_escaped(tmp_path):
+    """Decision ids and tool names come from the audit log, which agents' calls wrote into: a
+    value with escape sequences or bidi overrides prints escaped, and the table keeps its rows."""
+    audit = tmp_path / "audit.jsonl"
+    audit.write_text(json.dumps({"seq": 1, "stage": "policy", "decision_id": f"d-{HOSTILE}", "tool": f"refund{HOSTILE}",
+                                 "decision": "allow", "policy_input": refund_input(90)}) + "\n")
+    code, out = run_cli("policy", "replay", "--audit", str(audit), "--policy", str(candidate_bundle(tmp_path)))
+    assert code == 0, out
+    assert [c for c in out if c != "\n" and (unicodedata.category(c)[0] == "C" or unicodedata.category(c) in
+                                             ("Zl", "Zp"))] == [], ascii(out)
+    lines = out.splitlines()
+    assert len(lines) == 4 and lines[1].startswith("d-\\u009b2J\\u009b31mall clear\\u202eevil\\u200b\\u2028\\u001b[8m")
+    assert lines[1].split()[-3:] == ["allow", "->", "require_approval"]

@@ -1,6 +1,7 @@
-"""Printing what came from agents, tools or a log file on a terminal: control and format
-characters (escape sequences, C1 controls such as CSI, bidi overrides, zero-width characters,
-lone surrogates) are escaped, so what prints is what was sent and nothing is drawn over it."""
+"""Printing what came from agents, tools, a gateway or a log file on a terminal: control and
+format characters (escape sequences, C1 controls such as CSI, bidi overrides, zero-width
+characters, lone surrogates) are escaped, so what prints is what was sent and nothing is drawn
+over it. A leaf module (the standard library only): the CLI and ``policies.replay`` use it."""
 
 from __future__ import annotations
 

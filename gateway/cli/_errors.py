@@ -1,0 +1,76 @@
+"""How a command reports that it could not do what was asked: a line on stderr,
+
+    toolgate: <code>: <message>
+
+The code is stable snake_case (scripts match on it); the message says what to do about it and
+is printed with control characters escaped (it may hold a path, a server's words or a record's).
+Each code has one exit status (``gateway.cli`` says what the statuses mean):
+
+    1  watch_ended                  ``approvals watch --until S`` ended without an event S
+    2  no_such_file                 a FILE argument is not a file
+       nothing_to_verify            ``audit verify`` was given companion files only
+       invalid_time                 ``--since``/``--until`` is no finite time
+       config_invalid, cannot_start ``serve``: the config, or start-up, failed
+       invalid_approver_id, key_file_exists                        ``keys new``
+       passphrase_env_unset         ``--passphrase-env VAR`` names an unset or empty variable
+       key_file_not_found, key_file_unreadable, key_file_writable,
+       key_passphrase_needed, key_passphrase_wrong, key_not_encrypted,
+       key_invalid, key_labels_missing                             the approver's key
+       policy_bundle_invalid, audit_unreadable, audit_malformed    ``policy``
+    3  args_not_strict_json, args_hash_mismatch, audience_mismatch, not_confirmed
+                                    ``approve``/``reject`` refused to sign
+    6  gateway_unreachable, unauthenticated, demo_failed          ``demo``
+
+gRPC failures print the status name the same way (``toolgate: unavailable: ...``, exit 6),
+and a refusal by the gateway its outcome code (``toolgate: approval_rejected: ...``, or
+``refused`` when it gave none; exit 3).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from gateway.terminal import shown
+
+EXIT: dict[str, int] = {
+    "watch_ended": 1,
+    **dict.fromkeys((
+        "no_such_file", "nothing_to_verify", "invalid_time", "config_invalid", "cannot_start",
+        "invalid_approver_id", "key_file_exists", "passphrase_env_unset",
+        "key_file_not_found", "key_file_unreadable", "key_file_writable", "key_passphrase_needed",
+        "key_passphrase_wrong", "key_not_encrypted", "key_invalid", "key_labels_missing",
+        "policy_bundle_invalid", "audit_unreadable", "audit_malformed",
+    ), 2),
+    **dict.fromkeys(("args_not_strict_json", "args_hash_mismatch", "audience_mismatch", "not_confirmed"), 3),
+    **dict.fromkeys(("gateway_unreachable", "unauthenticated", "demo_failed"), 6),
+}
+"""Every CLI error code and its exit status."""
+
+
+class CliError(Exception):
+    """Raised by a command's helpers when it cannot go on; ``gateway.cli.main`` (or the
+    command) prints it with ``fail``. An unknown ``code`` is a programming error (ValueError)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        if code not in EXIT:
+            raise ValueError(f"unknown CLI error code {code!r}")
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def fail(code: str, message: str, file: TextIO | None = None) -> int:
+    """Print ``toolgate: <code>: <message>`` on ``file`` (stderr); the code's exit status. Each
+    line of the message is escaped; lines after the first (a parse error's excerpt) are indented,
+    so no line of it can pass for another error."""
+    if code not in EXIT:
+        raise ValueError(f"unknown CLI error code {code!r}")
+    text = "\n    ".join(shown(line) for line in message.split("\n"))
+    print(f"toolgate: {code}: {text}", file=file or sys.stderr)
+    return EXIT[code]
+
+
+def report(exc: CliError, file: TextIO | None = None) -> int:
+    """``fail`` for a raised ``CliError``."""
+    return fail(exc.code, exc.message, file)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
 import grpc
 import pytest
@@ -112,10 +113,49 @@ async def client(gateway):
         await c.close()
 
 
+@asynccontextmanager
+async def real_gateway_client(config: Config, **start: Any) -> AsyncIterator[Any]:
+    """A real gateway on 127.0.0.1 (port 0) and a runtime_client ``AsyncGatewayClient`` with
+    the demo agent's key; both closed on exit. ``start``: ``start_gateway``'s keywords."""
+    from runtime_client import AsyncGatewayClient
+
+    running = await start_gateway(config, **start)
+    client = AsyncGatewayClient(running.address, api_key=AGENT_KEY)
+    try:
+        yield client
+    finally:
+        await client.close()
+        await running.stop()
+
+
 def audit_records(path: Path) -> list[dict[str, Any]]:
     import json
 
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def write_audit_log(path: Path, n: int, rotate_bytes: int = 0) -> None:
+    """Open the log as a gateway start does, write ``n`` flushed call records, close it."""
+    from gateway.audit import AuditLog
+
+    log = AuditLog(path, gateway_id="g", rotate_bytes=rotate_bytes)
+    for i in range(n):
+        log.record("call", decision_id=f"d-{i}", code="ok")
+        log.flush()
+    log.close()
+
+
+class StoppedClock:
+    """A stand-in for the ``time`` module ``gateway.audit`` reads, stopped: every start in one
+    tick, as on a coarse clock (monkeypatch ``gateway.audit.time`` with it)."""
+
+    @staticmethod
+    def time() -> float:
+        return 1_800_000_000.0
+
+    @staticmethod
+    def time_ns() -> int:
+        return 1_800_000_000_000_000_000
 
 
 def audit_steps(path: Path) -> list[dict[str, Any]]:

@@ -5,33 +5,20 @@ overwriting the head that showed it. Real files; the AuditLog the gateway opens.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from gateway.audit import AuditLog
 from gateway.audit_verify import verify_file
-
-
-def _write(path: Path, n: int) -> None:
-    log = AuditLog(path, gateway_id="g")
-    for i in range(n):
-        log.record("call", decision_id=f"d-{i}", code="ok")
-        log.flush()
-    log.close()
-
-
-def _records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+from tests.conftest import StoppedClock, audit_records, write_audit_log
 
 
 def test_a_log_cut_short_is_set_aside_and_a_new_chain_names_it(tmp_path) -> None:
     path = tmp_path / "audit.jsonl"
-    _write(path, 6)
+    write_audit_log(path, 6)
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(lines[:3]))  # the last three records removed
-    _write(path, 1)  # the gateway starts again, and one call is recorded
+    write_audit_log(path, 1)  # the gateway starts again, and one call is recorded
     (kept,) = tmp_path.glob("audit.jsonl.cut-*[0-9]")
-    assert len(_records(kept)) == 3 and (tmp_path / f"{kept.name}.head").exists()
-    first, call = _records(path)
+    assert len(audit_records(kept)) == 3 and (tmp_path / f"{kept.name}.head").exists()
+    first, call = audit_records(path)
     assert (first["stage"], first["code"], first["seq"]) == ("audit_restarted", "audit_log_cut", 1)
     assert (first["previous_file"], first["log_ended_at_seq"], first["head_seq"]) == (kept.name, 3, 6)
     assert call["seq"] == 2 and verify_file(path).ok  # the new chain is whole
@@ -41,50 +28,38 @@ def test_a_log_cut_short_is_set_aside_and_a_new_chain_names_it(tmp_path) -> None
 
 def test_a_deleted_log_beside_its_head_is_recorded_too(tmp_path) -> None:
     path = tmp_path / "audit.jsonl"
-    _write(path, 2)
+    write_audit_log(path, 2)
     path.unlink()
-    _write(path, 0)
+    write_audit_log(path, 0)
     (head,) = tmp_path.glob("audit.jsonl.cut-*.head")
     assert json.loads(head.read_text())["seq"] == 2
-    (first,) = _records(path)
+    (first,) = audit_records(path)
     assert (first["stage"], first["log_ended_at_seq"], first["head_seq"]) == ("audit_restarted", 0, 2)
 
 
 def test_an_intact_log_goes_on_where_it_ended(tmp_path) -> None:
     path = tmp_path / "audit.jsonl"
-    _write(path, 3)
-    _write(path, 2)
-    assert [r["seq"] for r in _records(path)] == [1, 2, 3, 4, 5]
+    write_audit_log(path, 3)
+    write_audit_log(path, 2)
+    assert [r["seq"] for r in audit_records(path)] == [1, 2, 3, 4, 5]
     assert not list(tmp_path.glob("*.cut-*")) and verify_file(path).ok
 
 
-class _StoppedClock:
-    """The clock ``gateway.audit`` reads, stopped: every start in one tick, as on a coarse clock."""
-
-    @staticmethod
-    def time() -> float:
-        return 1_800_000_000.0
-
-    @staticmethod
-    def time_ns() -> int:
-        return 1_800_000_000_000_000_000
-
-
 def test_a_second_cut_in_the_same_tick_keeps_the_first_evidence(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr("gateway.audit.time", _StoppedClock)
+    monkeypatch.setattr("gateway.audit.time", StoppedClock)
     path = tmp_path / "audit.jsonl"
     firsts = []
     for kept_records in (3, 1):
-        _write(path, 6)
+        write_audit_log(path, 6)
         lines = path.read_bytes().splitlines(keepends=True)
         path.write_bytes(b"".join(lines[:kept_records]))  # records removed from the end again
-        _write(path, 0)  # the gateway starts again, on the same clock reading
-        firsts.append(_records(path)[0])
+        write_audit_log(path, 0)  # the gateway starts again, on the same clock reading
+        firsts.append(audit_records(path)[0])
         path.unlink()
         path.with_name(path.name + ".head").unlink()
     names = [first["previous_file"] for first in firsts]
     assert len(set(names)) == 2, names  # each start names its own evidence
     for name, first, kept_records in zip(names, firsts, (3, 1)):
         kept = tmp_path / name
-        assert len(_records(kept)) == kept_records == first["log_ended_at_seq"]  # neither replaced the other
+        assert len(audit_records(kept)) == kept_records == first["log_ended_at_seq"]  # neither replaced the other
         assert json.loads((tmp_path / f"{name}.head").read_text())["seq"] == first["head_seq"] == 6

@@ -4,35 +4,21 @@ is kept and named in the chain. Real files; the AuditLog the gateway opens."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-from pathlib import Path
 
-from gateway.audit import AuditLog
 from gateway.audit_verify import verify_file, verify_segments
-
-
-def _write(path: Path, n: int, rotate_bytes: int = 0) -> None:
-    log = AuditLog(path, gateway_id="g", rotate_bytes=rotate_bytes)
-    for i in range(n):
-        log.record("call", decision_id=f"d-{i}", code="ok")
-        log.flush()
-    log.close()
-
-
-def _records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+from tests.conftest import StoppedClock, audit_records, write_audit_log
 
 
 def test_a_record_cut_mid_write_does_not_swallow_the_next_one(tmp_path) -> None:
     path = tmp_path / "audit.jsonl"
-    _write(path, 3)
+    write_audit_log(path, 3)
     partial = b'{"code":"ok","decision_id":"d-3","seq":4,"sta'
     with open(path, "ab") as f:
         f.write(partial)  # the stop came mid-write: no end of line, and the head still says seq 3
-    _write(path, 1)  # the gateway starts again, and one call is recorded
-    records = _records(path)  # every line is a record: none glued onto the partial one
+    write_audit_log(path, 1)  # the gateway starts again, and one call is recorded
+    records = audit_records(path)  # every line is a record: none glued onto the partial one
     assert [r["seq"] for r in records] == [1, 2, 3, 4, 5]
     torn, call = records[3], records[4]
     assert (torn["stage"], torn["code"], torn["torn_bytes"]) == ("audit_restarted", "audit_log_torn", len(partial))
@@ -45,39 +31,27 @@ def test_a_record_cut_mid_write_does_not_swallow_the_next_one(tmp_path) -> None:
 
 def test_a_rotation_record_cut_mid_write_is_finished_on_start(tmp_path) -> None:
     path = tmp_path / "audit.jsonl"
-    _write(path, 5)
+    write_audit_log(path, 5)
     renamed = tmp_path / "audit.jsonl.000000000005"
     path.rename(renamed)
     path.write_bytes(b'{"code":"ok","stage":"audit_rot')  # the rotation record, cut mid-write
-    _write(path, 1)
-    stages = [r["stage"] for r in _records(path)]
+    write_audit_log(path, 1)
+    stages = [r["stage"] for r in audit_records(path)]
     assert stages == ["audit_rotated", "audit_restarted", "call"]
     assert not list(tmp_path.glob("*.cut-*")), "a torn rotation record is not a log cut short"
     assert all(report.ok for _, report in verify_segments([renamed, path]))
     assert verify_file(path).ok
 
 
-class _StoppedClock:
-    """The clock ``gateway.audit`` reads, stopped: every start in one tick, as on a coarse clock."""
-
-    @staticmethod
-    def time() -> float:
-        return 1_800_000_000.0
-
-    @staticmethod
-    def time_ns() -> int:
-        return 1_800_000_000_000_000_000
-
-
 def test_a_second_torn_line_in_the_same_tick_keeps_the_first(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr("gateway.audit.time", _StoppedClock)
+    monkeypatch.setattr("gateway.audit.time", StoppedClock)
     path = tmp_path / "audit.jsonl"
-    _write(path, 2)
+    write_audit_log(path, 2)
     partials = [b'{"code":"ok","seq":3,"sta', b'{"code":"ok","seq":5,"stage":"ca']
     for partial in partials:
         with open(path, "ab") as f:
             f.write(partial)  # a stop mid-write
-        _write(path, 0)  # the gateway starts again, on the same clock reading
-    torn = [r for r in _records(path) if r["code"] == "audit_log_torn"]
+        write_audit_log(path, 0)  # the gateway starts again, on the same clock reading
+    torn = [r for r in audit_records(path) if r["code"] == "audit_log_torn"]
     assert [(tmp_path / r["torn_file"]).read_bytes() for r in torn] == partials  # both kept, neither replaced
     assert verify_file(path).ok

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from runtime_client import AgentState, AsyncGatewayClient, Stop, StopReason, ToolCall, run_agent
+from runtime_client import AgentState, Stop, StopReason, ToolCall, run_agent
 from runtime_client.testing import scripted_decide
 
 gateway_testing = pytest.importorskip("gateway.testing")
 
-from tests.conftest import AGENT_KEY, demo_config  # noqa: E402
+from tests.conftest import demo_config, real_gateway_client  # noqa: E402
 
 RUNTIME_OWNED = ["success", "awaiting_approval", "budget_exhausted", "tool_failure", "invalid_decision"]
 DECISION_OWNED = ["blocked", "refused", "cancelled"]
@@ -44,13 +44,8 @@ async def test_stop_with_a_decision_reason_stops_with_it(gateway, reason):
 
 @pytest.fixture
 async def real(tmp_path):
-    running = await gateway_testing.start_gateway(demo_config(tmp_path))
-    client = AsyncGatewayClient(running.address, api_key=AGENT_KEY)
-    try:
+    async with real_gateway_client(demo_config(tmp_path)) as client:
         yield client
-    finally:
-        await client.close()
-        await running.stop()
 
 
 def _cycle() -> dict:

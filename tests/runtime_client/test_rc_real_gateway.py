@@ -15,19 +15,16 @@ from runtime_client.testing import scripted_decide
 
 gateway_testing = pytest.importorskip("gateway.testing")
 
+from tests.conftest import real_gateway_client  # noqa: E402
+
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "toolgate.yaml"
 AGENT_KEY = "demo-agent-key"
 
 
 @pytest.fixture
 async def real(tmp_path):
-    running = await gateway_testing.start_gateway(DEMO_CONFIG, data_dir=tmp_path / "data")
-    client = AsyncGatewayClient(running.address, api_key=AGENT_KEY)
-    try:
+    async with real_gateway_client(DEMO_CONFIG, data_dir=tmp_path / "data") as client:
         yield client
-    finally:
-        await client.close()
-        await running.stop()
 
 
 async def test_lists_demo_tools_with_risk(real):

@@ -106,8 +106,15 @@ class _Servicer(pb_grpc.ToolGatewayServicer, pb_grpc.ApprovalsServicer):
 @asynccontextmanager
 async def serve_fake_gateway(fake: FakeGateway, *, api_key: str = "test-key") -> AsyncIterator[str]:
     """Serve ``fake`` on 127.0.0.1 (port 0); yields the ``host:port`` address."""
+    async with serve_servicer(_Servicer(fake, api_key)) as address:
+        yield address
+
+
+@asynccontextmanager
+async def serve_servicer(servicer: Any) -> AsyncIterator[str]:
+    """Serve one object implementing both ToolGateway and Approvals on 127.0.0.1 (port 0);
+    yields the ``host:port`` address."""
     server = grpc.aio.server()
-    servicer = _Servicer(fake, api_key)
     pb_grpc.add_ToolGatewayServicer_to_server(servicer, server)
     pb_grpc.add_ApprovalsServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")

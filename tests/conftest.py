@@ -134,13 +134,14 @@ def audit_records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
 
-def write_audit_log(path: Path, n: int, rotate_bytes: int = 0) -> None:
-    """Open the log as a gateway start does, write ``n`` flushed call records, close it."""
+def write_audit_log(path: Path, n: int, rotate_bytes: int = 0, *, start: int = 0) -> None:
+    """Open the log as a gateway start does (``rotate_bytes`` as ``audit.rotate_bytes``),
+    write ``n`` flushed ``result`` records numbered from ``start``, close it."""
     from gateway.audit import AuditLog
 
-    log = AuditLog(path, gateway_id="g", rotate_bytes=rotate_bytes)
-    for i in range(n):
-        log.record("call", decision_id=f"d-{i}", code="ok")
+    log = AuditLog(path, gateway_id="test", rotate_bytes=rotate_bytes)
+    for i in range(start, start + n):
+        log.record("result", decision_id=f"d{i}", code="ok", tool="echo", n=i)
         log.flush()
     log.close()
 

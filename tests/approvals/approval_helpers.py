@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
 import grpc
 import yaml
@@ -78,3 +80,17 @@ class Clients:
         token = approval_token(a, approver, **over)
         return await self.approvals.Submit(pb.SubmitApprovalRequest(approval_id=a.approval_id, token=token),
                                            metadata=self.md(APPROVER[approver]), timeout=10)
+
+
+@asynccontextmanager
+async def serving(config: Path) -> AsyncIterator[tuple[Any, Clients]]:
+    """A real gateway for ``config`` on 127.0.0.1 (port 0) and the clients of its roles."""
+    from gateway.testing import start_gateway
+
+    running = await start_gateway(config)
+    clients = Clients(running.address)
+    try:
+        yield running, clients
+    finally:
+        await clients.channel.close()
+        await running.stop()

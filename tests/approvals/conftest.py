@@ -6,16 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from approval_helpers import Clients, write_config
-from gateway.testing import start_gateway
+from approval_helpers import serving, write_config
 
 
 @pytest.fixture
 async def gw(tmp_path: Path):
-    running = await start_gateway(write_config(tmp_path))
-    clients = Clients(running.address)
-    try:
-        yield running, clients
-    finally:
-        await clients.channel.close()
-        await running.stop()
+    async with serving(write_config(tmp_path)) as both:
+        yield both

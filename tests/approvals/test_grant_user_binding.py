@@ -9,10 +9,10 @@ import grpc
 import pytest
 import yaml
 
-from approval_helpers import AGENT, APPROVER, Clients, write_config
+from approval_helpers import AGENT, APPROVER, serving, write_config
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway.approvals import tokens
-from gateway.testing import calls_recorded, start_gateway
+from gateway.testing import calls_recorded
 
 ARGS = '{"path": "dana.txt", "n": 1}'
 ERIN = "erin-agent-key"  # the same agent id as the demo agent, acting for erin
@@ -27,13 +27,8 @@ async def two_users(tmp_path):
          "agent": "demo-agent", "user": "erin", "roles": ["agent"]},
     ]
     path.write_text(yaml.safe_dump(raw))
-    running = await start_gateway(path)
-    clients = Clients(running.address)
-    try:
-        yield running, clients
-    finally:
-        await clients.channel.close()
-        await running.stop()
+    async with serving(path) as both:
+        yield both
 
 
 async def test_a_grant_made_for_dana_does_not_run_for_erin(two_users) -> None:

@@ -14,16 +14,13 @@ import pytest
 
 from gateway.audit import AuditLog, record_hash
 from gateway.audit_verify import verify_file
+from tests.conftest import write_audit_log
 
 
 @pytest.fixture
 def plain(tmp_path: Path) -> Path:
     path = tmp_path / "audit.jsonl"
-    log = AuditLog(path, gateway_id="test")
-    for i in range(6):
-        log.record("result", decision_id=f"d{i}", code="ok", tool="echo", n=i)
-        log.flush()
-    log.close()
+    write_audit_log(path, 6)
     return path
 
 

@@ -7,20 +7,16 @@ import json
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
-from gateway.audit import GENESIS, AuditLog, record_hash
+from gateway.audit import GENESIS, record_hash
 from gateway.audit_verify import verify_file, verify_segments
-from tests.conftest import Client, demo_config
+from tests.conftest import Client, demo_config, write_audit_log
 from gateway.testing import start_gateway
 
 
-def _write(path: Path, n: int, rotate_bytes: int = 1500, start: int = 0) -> None:
-    log = AuditLog(path, gateway_id="test", rotate_bytes=rotate_bytes)
-    for i in range(start, start + n):
-        log.record("result", decision_id=f"d{i}", code="ok", tool="echo", n=i)
-        log.flush()
-    log.close()
+_write = partial(write_audit_log, rotate_bytes=1500)
 
 
 def _files(path: Path) -> list[Path]:

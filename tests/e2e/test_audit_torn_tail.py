@@ -22,7 +22,7 @@ def test_a_record_cut_mid_write_does_not_swallow_the_next_one(tmp_path) -> None:
     assert [r["seq"] for r in records] == [1, 2, 3, 4, 5]
     torn, call = records[3], records[4]
     assert (torn["stage"], torn["code"], torn["torn_bytes"]) == ("audit_restarted", "audit_log_torn", len(partial))
-    assert call["decision_id"] == "d-0"
+    assert call["decision_id"] == "d0"
     assert (tmp_path / torn["torn_file"]).read_bytes() == partial  # the evidence is kept
     out = subprocess.run([sys.executable, "-m", "gateway.cli", "audit", "verify", str(path)],
                          capture_output=True, text=True, timeout=60)
@@ -37,7 +37,7 @@ def test_a_rotation_record_cut_mid_write_is_finished_on_start(tmp_path) -> None:
     path.write_bytes(b'{"code":"ok","stage":"audit_rot')  # the rotation record, cut mid-write
     write_audit_log(path, 1)
     stages = [r["stage"] for r in audit_records(path)]
-    assert stages == ["audit_rotated", "audit_restarted", "call"]
+    assert stages == ["audit_rotated", "audit_restarted", "result"]
     assert not list(tmp_path.glob("*.cut-*")), "a torn rotation record is not a log cut short"
     assert all(report.ok for _, report in verify_segments([renamed, path]))
     assert verify_file(path).ok

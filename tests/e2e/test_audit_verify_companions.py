@@ -10,16 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway.audit import AuditLog
 from gateway.cli import main
+from tests.conftest import write_audit_log
 
 
-def _write(path: Path, n: int, rotate_bytes: int = 0) -> None:
-    log = AuditLog(path, gateway_id="g", rotate_bytes=rotate_bytes)
-    for i in range(n):
-        log.record("result", decision_id=f"d-{i}", code="ok", tool="echo", n=i)
-        log.flush()
-    log.close()
 
 
 def verify(capsys: pytest.CaptureFixture[str], *paths: object) -> tuple[int, list[str], str]:
@@ -33,12 +27,12 @@ def verify(capsys: pytest.CaptureFixture[str], *paths: object) -> tuple[int, lis
 def log_with_evidence(tmp_path: Path) -> Path:
     """A log that was cut short once (evidence set aside), torn once, then rotated."""
     path = tmp_path / "audit.jsonl"
-    _write(path, 6)
+    write_audit_log(path, 6)
     path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:3]))  # records removed
-    _write(path, 2)  # set aside as .cut-*, a new chain begins
+    write_audit_log(path, 2)  # set aside as .cut-*, a new chain begins
     with open(path, "ab") as f:
         f.write(b'{"code":"ok","sta')  # a stop mid-write
-    _write(path, 30, rotate_bytes=1500)  # the partial line set aside as .torn-*; rotations
+    write_audit_log(path, 30, rotate_bytes=1500)  # the partial line set aside as .torn-*; rotations
     names = {p.name for p in tmp_path.iterdir()}
     assert {"audit.jsonl", "audit.jsonl.head"} < names
     assert [n for n in names if ".cut-" in n] and [n for n in names if ".torn-" in n]

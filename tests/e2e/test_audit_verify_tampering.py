@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -17,15 +18,10 @@ import pytest
 from gateway.audit import AuditLog, record_hash
 from gateway.audit_verify import verify_file, verify_segments
 from gateway.testing import calls_recorded, start_gateway
-from tests.conftest import Client, demo_config
+from tests.conftest import Client, demo_config, write_audit_log
 
 
-def _write(path: Path, n: int, rotate_bytes: int = 1500) -> None:
-    log = AuditLog(path, gateway_id="test", rotate_bytes=rotate_bytes)
-    for i in range(n):
-        log.record("result", decision_id=f"d{i}", code="ok", tool="echo", n=i)
-        log.flush()
-    log.close()
+_write = partial(write_audit_log, rotate_bytes=1500)
 
 
 def _files(path: Path) -> list[Path]:

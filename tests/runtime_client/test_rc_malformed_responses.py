@@ -3,15 +3,12 @@ client raises a typed TransportError and the loop stops ``tool_failure``, never 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
-import grpc
 import pytest
 
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from runtime_client import AgentState, AsyncGatewayClient, StopReason, ToolCall, TransportError, run_agent
+from runtime_client._fake_server import serve_servicer
 
 
 class _Broken(pb_grpc.ToolGatewayServicer, pb_grpc.ApprovalsServicer):
@@ -32,22 +29,8 @@ class _Broken(pb_grpc.ToolGatewayServicer, pb_grpc.ApprovalsServicer):
         return pb.Approval(approval_id=request.approval_id, status="pending", args_json=b"\xff\xfe")
 
 
-@asynccontextmanager
-async def _serve() -> AsyncIterator[str]:
-    server = grpc.aio.server()
-    servicer = _Broken()
-    pb_grpc.add_ToolGatewayServicer_to_server(servicer, server)
-    pb_grpc.add_ApprovalsServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        await server.stop(grace=None)
-
-
 async def test_malformed_observation_json_is_a_transport_error():
-    async with _serve() as address, AsyncGatewayClient(address, api_key="k") as client:
+    async with serve_servicer(_Broken()) as address, AsyncGatewayClient(address, api_key="k") as client:
         with pytest.raises(TransportError, match="malformed"):
             await client.execute("lookup", {})
         with pytest.raises(TransportError, match="malformed"):
@@ -57,7 +40,7 @@ async def test_malformed_observation_json_is_a_transport_error():
 
 
 async def test_malformed_observation_stops_run_with_tool_failure():
-    async with _serve() as address, AsyncGatewayClient(address, api_key="k") as client:
+    async with serve_servicer(_Broken()) as address, AsyncGatewayClient(address, api_key="k") as client:
         result = await run_agent(AgentState(goal="x"), lambda s: ToolCall("lookup", {}), client,
                                  checkpoints=None)
     assert result.stop_reason is StopReason.TOOL_FAILURE

@@ -8,6 +8,13 @@ Same protocol and semantics as the SQLite store (``gateway.store.base``):
   is never overwritten or dropped.
 - ``take_tokens``: one transaction that locks every bucket row (in key order, so two
   replicas cannot deadlock), then takes a token from each or from none.
+- ``transition_approval``: one transaction that locks the row while it is ``from_status``,
+  then writes the merged record (``json`` has no merge operator, see below).
+
+NUL: an approval's record is ``json`` (the text as given: jsonb refuses the escape
+``\\u0000``) and a vote's jti is ``bytea`` (text refuses NUL), so both hold any string, as on
+SQLite. Approval ids never hold NUL (the service makes them): a lookup by one that does, an
+id a caller sent, finds nothing, as on SQLite, instead of failing.
 
 Start-up applies the schema migrations (``gateway.store.migrations``) under a session
 advisory lock, so replicas starting together apply each migration once. The constructor is
@@ -31,7 +38,7 @@ from typing import Any, AsyncIterator, Sequence
 import psycopg
 import structlog
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool
 
 from gateway.store.base import (
@@ -51,6 +58,7 @@ log = structlog.get_logger("toolgate.store.postgres")
 
 _DB_NOW = "extract(epoch from clock_timestamp())::double precision"
 """The database server's clock, which stamps approval changes (``changed_approvals``)."""
+_NUL = "\x00"
 MIGRATION_LOCK = 0x746F6F6C67617465  # "toolgate": the advisory lock key for migrations
 _CLAIM_RETRIES = 5
 
@@ -204,10 +212,12 @@ class PostgresStore:
             await conn.execute(
                 "INSERT INTO approvals(approval_id, status, tenant, created_at, record, changed_at) "
                 f"VALUES (%s, %s, %s, %s, %s, {_DB_NOW})",
-                (record.approval_id, str(record.status), record.tenant, record.created_at, Jsonb(_dump(record))),
+                (record.approval_id, str(record.status), record.tenant, record.created_at, Json(_dump(record))),
             )
 
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        if _NUL in approval_id:
+            return None
         async with self._connection() as conn:
             row = await (await conn.execute(
                 "SELECT record FROM approvals WHERE approval_id = %s", (approval_id,)
@@ -236,6 +246,8 @@ class PostgresStore:
         return [_load(r[0]) for r in rows], (rows[-1][1] if len(rows) >= limit else now - RECENT_SECONDS)
 
     async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:
+        if _NUL in approval_id:
+            return Vote(VoteStatus.NOT_FOUND)
         async with self._connection() as conn, conn.transaction():
             # the row lock serializes votes on one request across replicas
             row = await (await conn.execute(
@@ -247,7 +259,7 @@ class PostgresStore:
             added = await (await conn.execute(
                 "INSERT INTO approval_votes(jti, approval_id, approver, created) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (jti) DO NOTHING RETURNING jti",
-                (jti, approval_id, approver, now),
+                (jti.encode(), approval_id, approver, now),
             )).fetchone()
             if added is None:
                 return Vote(VoteStatus.JTI_REUSED, before)
@@ -258,19 +270,28 @@ class PostgresStore:
         self, approval_id: str, *, from_status: ApprovalStatus, to_status: ApprovalStatus, now: float,
         approvers: tuple[str, ...] | None = None, grant: str = "", grant_jti: str = "", rejection_reason: str = "",
     ) -> ApprovalRecord | None:
+        if _NUL in approval_id:
+            return None
         changes: dict[str, Any] = {"status": str(to_status), "updated_at": now}
         for name, value in (("grant", grant), ("grant_jti", grant_jti), ("rejection_reason", rejection_reason)):
             if value:
                 changes[name] = value
         if approvers is not None:
             changes["approvers"] = list(approvers)
-        async with self._connection() as conn:
+        async with self._connection() as conn, conn.transaction():
+            # a waiter for the lock re-checks the status once it has it: compare-and-set
             row = await (await conn.execute(
-                f"UPDATE approvals SET status = %s, record = record || %s, changed_at = {_DB_NOW} "
-                "WHERE approval_id = %s AND status = %s RETURNING record",
-                (str(to_status), Jsonb(changes), approval_id, str(from_status)),
+                "SELECT record FROM approvals WHERE approval_id = %s AND status = %s FOR UPDATE",
+                (approval_id, str(from_status)),
             )).fetchone()
-        return None if row is None else _load(row[0])
+            if row is None:
+                return None
+            record = {**row[0], **changes}
+            await conn.execute(
+                f"UPDATE approvals SET status = %s, record = %s, changed_at = {_DB_NOW} WHERE approval_id = %s",
+                (str(to_status), Json(record), approval_id),
+            )
+        return _load(record)
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -152,3 +152,46 @@ def test_an_sqlite_file_from_before_change_stamps_is_brought_up_to_date(tmp_path
             await store.close()
 
     asyncio.run(reopen())
+
+
+# -- NUL characters: PostgreSQL's jsonb and text cannot hold one; the store must anyway ------------
+
+NUL = "\x00"
+
+
+async def test_an_approval_holding_nul_characters_round_trips(make_store):
+    one, two = make_store(), make_store()
+    rec = record(
+        args_json='{"path":"a\\u0000b.txt"}',  # canonical JSON escapes the argument's NUL
+        reasons=(f"writes to a{NUL}b.txt need ops approval",),  # a policy reason quoting it does not
+        risk={"side_effect": "write", "note": f"x{NUL}y"},
+    )
+    await one.create_approval(rec)
+    assert await two.get_approval("a-1") == rec
+    assert await two.list_approvals(tenant="acme", status=S.PENDING) == [rec]
+    assert (await two.changed_approvals(tenant="acme", since=None))[0] == [rec]
+    voted = await two.transition_approval("a-1", from_status=S.PENDING, to_status=S.PENDING, now=T0 + 1,
+                                          approvers=(f"al{NUL}ice",))
+    assert voted == dataclasses.replace(rec, approvers=(f"al{NUL}ice",), updated_at=T0 + 1)
+    rejected = await one.transition_approval("a-1", from_status=S.PENDING, to_status=S.REJECTED, now=T0 + 2,
+                                             rejection_reason=f"not a{NUL}b.txt")
+    assert rejected == dataclasses.replace(voted, status=S.REJECTED, rejection_reason=f"not a{NUL}b.txt",
+                                           updated_at=T0 + 2)
+    assert await two.get_approval("a-1") == rejected
+    assert await two.list_approvals(status=S.REJECTED) == [rejected]
+    assert (await one.changed_approvals(tenant="acme", since=None))[0] == [rejected]
+
+
+async def test_a_vote_token_id_holding_nul_is_counted_and_not_replayed(store):
+    await store.create_approval(record())
+    first = await store.add_approval_vote("a-1", "alice", f"jti{NUL}1", T0)
+    assert (first.status, first.approvers) == (VoteStatus.ADDED, ("alice",))
+    assert (await store.add_approval_vote("a-1", "alice", f"jti{NUL}1", T0 + 1)).status is VoteStatus.JTI_REUSED
+    assert (await store.add_approval_vote("a-1", "bob", "jti", T0 + 2)).approvers == ("alice", "bob")
+
+
+async def test_an_approval_id_holding_nul_finds_nothing(store):
+    await store.create_approval(record())
+    assert await store.get_approval(f"a-1{NUL}") is None  # a caller may send any id; stored ones never hold NUL
+    assert (await store.add_approval_vote(f"a-1{NUL}", "alice", "jti-1", T0)).status is VoteStatus.NOT_FOUND
+    assert await store.transition_approval(f"a-1{NUL}", from_status=S.PENDING, to_status=S.REJECTED, now=T0) is None

@@ -38,6 +38,13 @@ async def test_completed_claim_returns_its_outcome(store):
     assert got is not None and got.status is ClaimStatus.DONE and got.outcome_json == '{"code": "ok"}'
 
 
+async def test_an_outcome_escaping_nul_is_stored_as_given(store):
+    outcome = '{"text":"a\\u0000b"}'  # JSON text (outcome_codec's) escapes NUL: text holds it
+    await store.claim("grant", "jti-1", "sha256:a", T0)
+    await store.complete("grant", "jti-1", outcome, T0 + 2)
+    assert (await store.get_claim("grant", "jti-1")).outcome_json == outcome
+
+
 async def test_get_claim_of_unknown_key_is_none(store):
     assert await store.get_claim("grant", "nope") is None
 

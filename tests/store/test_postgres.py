@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +14,7 @@ import pytest
 
 from gateway.config import Config
 from gateway.store import open_store
-from gateway.store.base import ClaimStatus, StoreUnavailable
+from gateway.store.base import ApprovalRecord, ApprovalStatus, ClaimStatus, StoreUnavailable, VoteStatus
 from gateway.store.migrations import POSTGRES, Migration
 from gateway.store.postgres import PostgresStore, apply_migrations
 
@@ -54,6 +56,39 @@ def test_a_failing_migration_leaves_no_trace(pg_dsn):
     assert 1001 not in _versions(pg_dsn)
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute("SELECT to_regclass('half')").fetchone() == (None,)
+
+
+async def test_approvals_stored_before_the_nul_migrations_survive_them(pg_dsn):
+    assert apply_migrations(pg_dsn, POSTGRES[:3]) == [1, 2, 3]
+    rec = ApprovalRecord(
+        approval_id="old", status=ApprovalStatus.PENDING, tenant="acme", agent="demo-agent", user="dana",
+        run_id="run-1", step=3, tool="write_file", tool_version="1", args_json='{"path":"a.txt"}',
+        args_hash="sha256:abc", reasons=("writes need ops approval",), groups_any=("ops",), quorum=2,
+        risk={"side_effect": "write"}, created_at=T0, expires_at=T0 + 900, decision_id="d-1",
+        audience="toolgate-demo", updated_at=T0,
+    )
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # rows as the store wrote them before
+        conn.execute(
+            "INSERT INTO approvals(approval_id, status, tenant, created_at, record, changed_at) "
+            "VALUES ('old', 'pending', 'acme', %s, %s::jsonb, %s)",
+            (T0, json.dumps({**dataclasses.asdict(rec), "status": "pending"}), T0),
+        )
+        conn.execute("INSERT INTO approval_votes VALUES ('jti-1', 'old', 'alice', %s)", (T0,))
+    assert apply_migrations(pg_dsn) == [m.version for m in POSTGRES[3:]]
+    store = PostgresStore(pg_dsn)
+    try:
+        assert await store.get_approval("old") == rec
+        assert (await store.add_approval_vote("old", "alice", "jti-1", T0)).status is VoteStatus.JTI_REUSED
+        assert (await store.add_approval_vote("old", "bob", "jti-2", T0)).approvers == ("alice", "bob")
+        rejected = await store.transition_approval(
+            "old", from_status=ApprovalStatus.PENDING, to_status=ApprovalStatus.REJECTED, now=T0 + 1, rejection_reason="no"
+        )
+        assert rejected == dataclasses.replace(
+            rec, status=ApprovalStatus.REJECTED, rejection_reason="no", updated_at=T0 + 1
+        )
+        assert await store.list_approvals(tenant="acme") == [rejected]
+    finally:
+        await store.close()
 
 
 def test_open_store_builds_the_postgres_store_from_config(pg_dsn, tmp_path):

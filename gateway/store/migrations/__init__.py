@@ -3,6 +3,10 @@
 A migration is a version, a name and its statements; it runs in one transaction together
 with its row in ``schema_migrations``. Add new ones at the end, never edit an applied one.
 Times are ``DOUBLE PRECISION`` seconds since the epoch (the ``now`` the callers pass).
+
+PostgreSQL text cannot hold the character NUL, nor can jsonb hold the escape ``\\u0000``; SQLite
+stores both. So what may hold any string is kept where NUL fits: JSON as ``json`` (the text as
+given, escapes and all), an id compared only for equality as its UTF-8 bytes (``bytea``).
 """
 
 from __future__ import annotations
@@ -54,5 +58,15 @@ POSTGRES: tuple[Migration, ...] = (
             "UPDATE approvals SET changed_at = created_at",
             "CREATE INDEX IF NOT EXISTS approvals_tenant_changed ON approvals(tenant, changed_at)",
         ),
+    ),
+    Migration(
+        4,
+        "approval records as json: jsonb refuses the escape \\u0000 (a NUL in a policy's or an approver's reason)",
+        ("ALTER TABLE approvals ALTER COLUMN record TYPE json USING record::json",),
+    ),
+    Migration(
+        5,
+        "approval token ids as their UTF-8 bytes: text refuses NUL, and a signed jti may hold one",
+        ("ALTER TABLE approval_votes ALTER COLUMN jti TYPE bytea USING convert_to(jti, 'UTF8')",),
     ),
 )

@@ -311,7 +311,7 @@ _PLAIN_TEXT = re.compile(r"[\x20-\x7e]{0,256}")
 def _envelope_errors(call: ToolCall) -> list[FieldError]:
     """The caller's own labels: shown to approvers and kept in the audit, so plain text only."""
     return [FieldError(name, "must be at most 256 printable ASCII characters (no control characters)")
-            for name in ("run_id", "idempotency_key") if not _PLAIN_TEXT.fullmatch(getattr(call, name))]
+            for name in ("run_id", "idempotency_key", "approval_id") if not _PLAIN_TEXT.fullmatch(getattr(call, name))]
 
 
 def _not_admitted(identity: Identity) -> Refused | None:

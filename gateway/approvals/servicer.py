@@ -8,6 +8,7 @@ code as details for refused tokens or finished requests.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from typing import Any, AsyncIterator
 
@@ -25,6 +26,8 @@ from gateway.servicer import timestamp
 from gateway.store.base import ApprovalRecord
 
 MAX_ID = 128
+_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_ID}}}")
+"""Ids the service makes are UUIDs; anything else (a control character, a space) is a caller's mistake."""
 _WATCH_TICK = 1.0
 
 
@@ -122,5 +125,5 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
 
 
 async def _check_id(context: grpc.aio.ServicerContext, approval_id: str) -> None:
-    if not approval_id or len(approval_id) > MAX_ID:
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "approval_id must be 1 to 128 characters")
+    if not _ID.fullmatch(approval_id):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "approval_id must be 1 to 128 printable ASCII characters")

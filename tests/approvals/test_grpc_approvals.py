@@ -203,3 +203,17 @@ async def test_a_vote_that_reached_quorum_but_stopped_before_the_grant_is_grante
     assert (await c.get(a.approval_id, AGENT)).status == "pending"
     assert (await c.submit(a, "alice")).status == "approved"  # her retry completes it, not stuck pending
     assert (await c.call("count_write", ARGS, approval_id=a.approval_id)).code == "ok"
+
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "\x1b[2Jid", "id\n"])
+async def test_an_approval_id_with_control_characters_is_refused_at_the_edge(gw, bad: str) -> None:
+    running, c = gw
+    assert (await c.call("count_write", ARGS, approval_id=bad)).code == "invalid_arguments"
+    for method in (c.get(bad, APPROVER["alice"]), c.approvals.Reject(
+            pb.RejectApprovalRequest(approval_id=bad, token="t"), metadata=c.md(APPROVER["alice"]), timeout=10)):
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await method
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "printable ASCII" in err.value.details()
+    assert calls_recorded(sandbox(running), "count_write") == 0

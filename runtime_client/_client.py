@@ -2,12 +2,19 @@
 
 Policy outcomes come back as values (``ToolResult.outcome`` is an ``Observation``,
 ``Refused``, ``ApprovalRequired`` or ``EvidenceRequired``); only transport failures raise.
+
+``list_tools`` answers from a cache kept for ``tools_ttl`` seconds (60 by default); a refusal
+that says the cached view is out of date (``STALE_VIEW_CODES``) drops it at once, and
+``list_tools(refresh=True)`` asks the gateway now.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
+import time
+from collections.abc import Callable
 from typing import Any
 
 from runtime_client._errors import (
@@ -16,10 +23,15 @@ from runtime_client._errors import (
     GrantUnavailableError,
 )
 from runtime_client._transport import AsyncTransport, Transport
-from runtime_client._types import Approval, ExecuteRequest, ToolResult, ToolSpec
+from runtime_client._types import Approval, ExecuteRequest, Refused, ToolResult, ToolSpec
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_APPROVAL_TIMEOUT = 900.0
+DEFAULT_TOOLS_TTL = 60.0
+"""Seconds a ``list_tools`` answer is reused: how long a tool the gateway added, or a changed
+risk or description, can go unseen. A removed tool or changed schema shows sooner: see below."""
+STALE_VIEW_CODES = frozenset({"unknown_tool", "invalid_arguments"})
+"""Refusals that may mean the cached tool list is out of date: the next ``list_tools`` asks."""
 GRANTED_STATUSES = frozenset({"approved", "executed"})
 
 
@@ -51,17 +63,65 @@ def _grant_of(approval: Approval) -> str:
     return approval.grant
 
 
+class _ToolCache:
+    """``list_tools`` answers for ``ttl`` seconds (``None``: until refreshed; ``0``: not kept).
+
+    Each fetch takes a ticket; only the newest ticket's answer is kept, so a list fetched
+    before an invalidation (or before a newer fetch) is returned to its caller but not reused.
+    """
+
+    def __init__(self, ttl: float | None, clock: Callable[[], float]) -> None:
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float))):
+            raise TypeError(f"tools_ttl must be seconds or None, not {type(ttl).__name__}")
+        if ttl is not None and not ttl >= 0:
+            raise ValueError("tools_ttl must be >= 0 seconds (or None: keep until refreshed)")
+        self._ttl, self._clock = ttl, clock
+        self._tools: tuple[ToolSpec, ...] = ()
+        self._expires = -math.inf
+        self._generation = 0
+
+    def get(self) -> list[ToolSpec] | None:
+        return list(self._tools) if self._clock() < self._expires else None
+
+    def ticket(self) -> tuple[int, float]:
+        self._generation += 1
+        return self._generation, self._clock()
+
+    def put(self, ticket: tuple[int, float], tools: list[ToolSpec]) -> list[ToolSpec]:
+        generation, asked_at = ticket
+        if generation == self._generation:
+            self._tools = tuple(tools)
+            self._expires = math.inf if self._ttl is None else asked_at + self._ttl
+        return list(tools)
+
+    def invalidate(self) -> None:
+        self._expires = -math.inf
+        self._generation += 1
+
+    def seen(self, result: ToolResult) -> ToolResult:
+        """Drop the list when the gateway's answer says it may be out of date."""
+        if isinstance(result.outcome, Refused) and result.outcome.code in STALE_VIEW_CODES:
+            self.invalidate()
+        return result
+
+
 class AsyncGatewayClient:
-    """Asyncio client. ``transport`` defaults to gRPC at ``target`` (or ``TOOLGATE_TARGET``)."""
+    """Asyncio client. ``transport`` defaults to gRPC at ``target`` (or ``TOOLGATE_TARGET``).
+
+    ``tools_ttl``: seconds a ``list_tools`` answer is reused (``None``: until refreshed).
+    ``clock``: monotonic seconds, for the TTL (a parameter so tests need not sleep)."""
 
     def __init__(self, target: str | None = None, *, api_key: str | None = None,
-                 transport: AsyncTransport | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+                 transport: AsyncTransport | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 tools_ttl: float | None = DEFAULT_TOOLS_TTL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        tools = _ToolCache(tools_ttl, clock)
         if transport is None:
             from runtime_client._grpc import AsyncGrpcTransport
 
             transport = AsyncGrpcTransport(*_target_and_key(target, api_key), timeout=timeout)
         self._transport = transport
-        self._tools: list[ToolSpec] | None = None
+        self._tools = tools
 
     async def __aenter__(self) -> AsyncGatewayClient:
         return self
@@ -73,15 +133,17 @@ class AsyncGatewayClient:
         await self._transport.close()
 
     async def list_tools(self, *, refresh: bool = False) -> list[ToolSpec]:
-        """The tools this caller may see (cached; ``refresh=True`` asks again)."""
-        if self._tools is None or refresh:
-            self._tools = await self._transport.list_tools()
-        return list(self._tools)
+        """The tools this caller may see, cached for ``tools_ttl``; ``refresh=True`` asks now."""
+        cached = None if refresh else self._tools.get()
+        if cached is not None:
+            return cached
+        ticket = self._tools.ticket()
+        return self._tools.put(ticket, await self._transport.list_tools())
 
     async def execute(self, tool: str, args: dict[str, Any] | None = None, **fields: Any) -> ToolResult:
         """One ExecuteTool call. ``fields``: run_id, step, idempotency_key, evidence,
         approval_grant, approval_id."""
-        return await self._transport.execute(_request(tool, args, **fields))
+        return self._tools.seen(await self._transport.execute(_request(tool, args, **fields)))
 
     async def get_approval(self, approval_id: str) -> Approval:
         return await self._transport.get_approval(approval_id)
@@ -112,16 +174,19 @@ class AsyncGatewayClient:
 
 
 class GatewayClient:
-    """Blocking client with the same methods as ``AsyncGatewayClient``."""
+    """Blocking client with the same methods (and tool cache) as ``AsyncGatewayClient``."""
 
     def __init__(self, target: str | None = None, *, api_key: str | None = None,
-                 transport: Transport | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+                 transport: Transport | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 tools_ttl: float | None = DEFAULT_TOOLS_TTL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        tools = _ToolCache(tools_ttl, clock)
         if transport is None:
             from runtime_client._grpc import GrpcTransport
 
             transport = GrpcTransport(*_target_and_key(target, api_key), timeout=timeout)
         self._transport = transport
-        self._tools: list[ToolSpec] | None = None
+        self._tools = tools
 
     def __enter__(self) -> GatewayClient:
         return self
@@ -133,12 +198,14 @@ class GatewayClient:
         self._transport.close()
 
     def list_tools(self, *, refresh: bool = False) -> list[ToolSpec]:
-        if self._tools is None or refresh:
-            self._tools = self._transport.list_tools()
-        return list(self._tools)
+        cached = None if refresh else self._tools.get()
+        if cached is not None:
+            return cached
+        ticket = self._tools.ticket()
+        return self._tools.put(ticket, self._transport.list_tools())
 
     def execute(self, tool: str, args: dict[str, Any] | None = None, **fields: Any) -> ToolResult:
-        return self._transport.execute(_request(tool, args, **fields))
+        return self._tools.seen(self._transport.execute(_request(tool, args, **fields)))
 
     def get_approval(self, approval_id: str) -> Approval:
         return self._transport.get_approval(approval_id)

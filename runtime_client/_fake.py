@@ -102,6 +102,10 @@ class FakeGateway:
         self._tools[name] = _Tool(spec, handler or _echo, policy, delay, approver_groups)
         return spec
 
+    def remove_tool(self, name: str) -> None:
+        """Unregister a tool: later calls to it are refused ``unknown_tool``."""
+        del self._tools[name]
+
     def executions(self, tool: str | None = None) -> list[ExecutedCall]:
         return [c for c in self.executed if tool is None or c.tool == tool]
 

@@ -3,6 +3,8 @@
 The runtime owns the budget (``max_steps`` is read once when the run starts; ``decide``
 sees a copy of the state). Every state change goes through the event log; every stage
 emits a trace event; the state is checkpointed after every step and at an approval pause.
+The calls of one batch are all recorded before the run stops, by ``STOP_PRECEDENCE``; a run
+that stops for any reason but ``awaiting_approval`` keeps no pending approval.
 """
 
 from __future__ import annotations
@@ -15,19 +17,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime_client._checkpoints import CheckpointStore, SQLiteCheckpoints
-from runtime_client._client import AsyncGatewayClient
+from runtime_client._client import GRANTED_STATUSES, AsyncGatewayClient
 from runtime_client._context import (
     Context, ContextConfig, build_context, observation_flags, render_tool_output,
 )
 from runtime_client._decisions import (
     Answer, AskHuman, Decision, InvalidDecision, Stop, ToolCall, ToolCalls, parse_decision,
 )
-from runtime_client._errors import ApprovalTimeoutError, ModelOutputError
+from runtime_client._errors import ApprovalTimeoutError, ModelOutputError, ToolgateClientError
 from runtime_client._events import Event, EventLog
 from runtime_client._state import AgentState, PendingApproval, StopReason
-from runtime_client._tool_execution import CallOutcome, PlannedCall, batches, call_one, plan, run_batch
+from runtime_client._tool_execution import (
+    CallOutcome, Halt, PlannedCall, batches, call_one, plan, run_batch, winning_halt,
+)
 from runtime_client._trace import TraceEvent, Tracer
-from runtime_client._types import ApprovalRequired, EvidenceRequired, Observation, Refused, ToolSpec
+from runtime_client._types import (
+    Approval, ApprovalRequired, EvidenceRequired, Observation, Refused, ToolSpec,
+)
 
 Decide = Callable[..., Any]
 """``decide(state)`` or ``decide(state, context)``, sync or async, returning a decision."""
@@ -75,6 +81,7 @@ class _Runner:
         self.tracer, self.cfg, self.stop_on_tool_error = tracer, cfg, stop_on_tool_error
         self.budget = log.state.max_steps
         self.tools: dict[str, ToolSpec] = {}
+        self.listed = False
 
     @property
     def state(self) -> AgentState:
@@ -91,21 +98,40 @@ class _Runner:
     def stop(self, reason: StopReason, step: int, **data: Any) -> None:
         if self.state.stop_reason is not None:
             return
+        if reason is not StopReason.AWAITING_APPROVAL:
+            self._abandon_pending(step, reason)
         self.log.record("stopped", reason=reason.value)
         self.tracer.emit("stop", self.state.run_id, step, reason=reason.value, **data)
 
     def observe(self, step: int, kind: str, summary: str, **fields: Any) -> None:
         self.log.record("observation_recorded", step=step, kind=kind, summary=summary, **fields)
 
+    def settle(self, step: int, halts: list[Halt | None]) -> None:
+        """Stop as the batch's outcomes, all recorded by now, say (``STOP_PRECEDENCE``)."""
+        halt = winning_halt(halts)
+        if halt is None:
+            return
+        self.stop(halt.reason, step, **halt.data)
+        if halt.reason is StopReason.AWAITING_APPROVAL:
+            self.checkpoint()
+
+    def _abandon_pending(self, step: int, reason: StopReason) -> None:
+        """A run that stops for good leaves no approval for ``resume`` to redeem."""
+        for p in list(self.state.pending_approvals):
+            self.log.record("approval_resolved", approval_id=p.approval_id, status="abandoned")
+            self.observe(step, "runtime", f"{p.tool}: approval {p.approval_id} abandoned: run "
+                         f"stopped {reason.value}", tool=p.tool, code="approval_abandoned",
+                         data={"approval_id": p.approval_id})
+
     # ------------------------------------------------------------ the loop
 
     async def run(self) -> None:
         try:
-            self.tools = {t.name: t for t in await self.gateway.list_tools()}
             while self.state.stop_reason is None:
                 if self.state.steps >= self.budget:
                     self.stop(StopReason.BUDGET_EXHAUSTED, self.state.steps, budget=self.budget)
                     break
+                await self.list_tools()
                 await self.step()
                 self.checkpoint()
         except asyncio.CancelledError:
@@ -113,6 +139,19 @@ class _Runner:
             raise
         finally:
             self.checkpoint()
+
+    async def list_tools(self) -> None:
+        """The tools for the next step, from the client's cache while it is fresh (``tools_ttl``),
+        so a long run sees tools the gateway adds, drops or re-rates. A failed refresh after
+        the first keeps the last list (the gateway still judges every call) and says so."""
+        try:
+            self.tools = {t.name: t for t in await self.gateway.list_tools()}
+            self.listed = True
+        except ToolgateClientError as exc:
+            if not self.listed:
+                raise
+            self.observe(self.state.steps + 1, "runtime", f"list_tools failed, kept the last "
+                         f"list: {exc}", code="transport_error")
 
     async def step(self) -> None:
         step = self.state.steps + 1
@@ -162,36 +201,37 @@ class _Runner:
                 for p in batch:
                     self.observe(step, "runtime", f"skipped {p.call.name}: run stopped", tool=p.call.name)
                 continue
-            for outcome in await run_batch(self.gateway, self.state.run_id, step, batch):
-                self.handle(step, outcome)
+            outcomes = await run_batch(self.gateway, self.state.run_id, step, batch)
+            self.settle(step, [self.handle(step, o) for o in outcomes])
 
     # ------------------------------------------------------------ outcomes
 
-    def handle(self, step: int, outcome: CallOutcome) -> None:
+    def handle(self, step: int, outcome: CallOutcome) -> Halt | None:
+        """Record one call's outcome; the stop it asks for is the caller's to ``settle``."""
         call, result = outcome.planned.call, outcome.result
         run_id = self.state.run_id
         if result is None:
             self.tracer.emit("policy_decision", run_id, step, tool=call.name, code="transport_error")
             self.observe(step, "tool", f"{call.name}: gateway error: {outcome.error}",
                          tool=call.name, code="transport_error", status="error")
-            self.stop(StopReason.TOOL_FAILURE, step, error=str(outcome.error))
-            return
+            return Halt(StopReason.TOOL_FAILURE, {"error": str(outcome.error)})
         self.tracer.emit("policy_decision", run_id, step, tool=call.name, code=result.code,
                          outcome=type(result.outcome).__name__, decision_id=result.decision_id,
                          policy_version=result.policy_version, replayed=result.replayed)
         o = result.outcome
         if isinstance(o, Observation):
-            self._observed(step, call, result.decision_id, o)
-        elif isinstance(o, Refused):
-            self._refused(step, call, result.decision_id, o)
-        elif isinstance(o, ApprovalRequired):
-            self._approval_required(step, outcome.planned, result.decision_id, o)
-        elif isinstance(o, EvidenceRequired):
+            return self._observed(step, call, result.decision_id, o)
+        if isinstance(o, Refused):
+            return self._refused(step, call, result.decision_id, o)
+        if isinstance(o, ApprovalRequired):
+            return self._approval_required(step, outcome.planned, result.decision_id, o)
+        if isinstance(o, EvidenceRequired):
             self.observe(step, "tool", f"{call.name}: evidence required {list(o.missing)}",
                          tool=call.name, code="evidence_required", data={"missing": list(o.missing)})
-            self.stop(StopReason.BLOCKED, step, code="evidence_required")
+            return Halt(StopReason.BLOCKED, {"code": "evidence_required"})
+        raise TypeError(f"unknown outcome {type(o).__name__}")
 
-    def _observed(self, step: int, call: ToolCall, decision_id: str, o: Observation) -> None:
+    def _observed(self, step: int, call: ToolCall, decision_id: str, o: Observation) -> Halt | None:
         self.tracer.emit("tool_result", self.state.run_id, step, tool=call.name, status=o.status,
                          duration_ms=o.duration_ms, flags=list(o.flags))
         self.observe(step, "tool", o.summary or f"{call.name} {o.status}", tool=call.name,
@@ -202,31 +242,36 @@ class _Runner:
                         content=render_tool_output(o.data if o.ok else o.error and o.error.message),
                         flags=list(observation_flags(o)))
         if not o.ok and self.stop_on_tool_error:
-            self.stop(StopReason.TOOL_FAILURE, step, tool=call.name)
+            return Halt(StopReason.TOOL_FAILURE, {"tool": call.name})
+        return None
 
-    def _refused(self, step: int, call: ToolCall, decision_id: str, o: Refused) -> None:
+    def _refused(self, step: int, call: ToolCall, decision_id: str, o: Refused) -> Halt:
         summary = f"{call.name} refused: {o.code}" + (f" ({'; '.join(o.reasons)})" if o.reasons else "")
         self.observe(step, "tool", summary, tool=call.name, code=o.code, status="refused",
                      decision_id=decision_id, data={"reasons": list(o.reasons)})
         self.log.record("message_added", role="assistant", content=f"[runtime] {summary}")
         reason = StopReason.BLOCKED if o.code in BLOCKING_CODES else StopReason.REFUSED
-        self.stop(reason, step, code=o.code)
+        return Halt(reason, {"code": o.code})
 
     def _approval_required(self, step: int, p: PlannedCall, decision_id: str,
-                           o: ApprovalRequired) -> None:
+                           o: ApprovalRequired) -> Halt:
         self.observe(step, "tool", f"{p.call.name} awaits approval {o.approval_id}",
                      tool=p.call.name, code="approval_required", status="pending",
                      decision_id=decision_id, data={"approval_id": o.approval_id})
         self.log.record("approval_pending", approval_id=o.approval_id, tool=p.call.name,
                         input=p.call.input, step=step, idempotency_key=p.idempotency_key,
                         decision_id=decision_id, reasons=list(o.reasons))
-        self.stop(StopReason.AWAITING_APPROVAL, step, approval_id=o.approval_id)
-        self.checkpoint()
+        return Halt(StopReason.AWAITING_APPROVAL, {"approval_id": o.approval_id})
 
     # ------------------------------------------------------------ resume
 
     async def redeem(self, wait: float | None) -> bool:
-        """Run approved pending calls exactly once. False when an approval is still pending."""
+        """Run approved pending calls exactly once. False when an approval is still pending.
+
+        The approvals of one pause came from one batch and are judged together, so the order
+        they were asked in does not matter: if any was rejected or expired, no call of the
+        batch runs (the run stops, the approved rest abandoned); else every approved call runs,
+        none skipped for another's outcome, and the stop follows ``STOP_PRECEDENCE``."""
         approvals = []
         for pending in self.state.pending_approvals:
             approval = await self.gateway.get_approval(pending.approval_id)
@@ -239,37 +284,38 @@ class _Runner:
                 return False
             approvals.append((pending, approval))
         self.log.record("resumed")
-        for pending, approval in approvals:
-            await self._redeem_one(pending, approval.status, approval.grant)
-            if self.state.stop_reason is StopReason.AWAITING_APPROVAL:
-                break
+        step = self.state.steps
+        denied = [(p, a.status) for p, a in approvals if a.status not in GRANTED_STATUSES]
+        if denied:
+            self.settle(step, [self._not_granted(p, status) for p, status in denied])
+        else:
+            self.settle(step, [await self._redeem_one(p, a) for p, a in approvals])
         return True
 
-    async def _redeem_one(self, pending: PendingApproval, status: str, grant: str) -> None:
-        call = ToolCall(pending.tool, pending.input)
-        if status in ("approved", "executed"):
-            planned = PlannedCall(0, call, f"{pending.idempotency_key}:approved")
-            extra = {"approval_grant": grant} if grant else {"approval_id": pending.approval_id}
-            outcome = await call_one(self.gateway, self.state.run_id, pending.step, planned, **extra)
-            if outcome.result is None:
-                # the gateway may or may not have run it: keep the approval, so the next
-                # resume asks again with the same idempotency key and learns the outcome
-                self.observe(pending.step, "tool", f"{pending.tool}: gateway error: {outcome.error}",
-                             tool=pending.tool, code="transport_error", status="error")
-                self.stop(StopReason.AWAITING_APPROVAL, pending.step, approval_id=pending.approval_id,
-                          error=str(outcome.error))
-                self.checkpoint()
-                return
-            self.log.record("approval_resolved", approval_id=pending.approval_id, status=status)
-            self.handle(pending.step, outcome)
-            self.checkpoint()
-            return
+    async def _redeem_one(self, pending: PendingApproval, approval: Approval) -> Halt | None:
+        planned = PlannedCall(0, ToolCall(pending.tool, pending.input),
+                              f"{pending.idempotency_key}:approved")
+        grant = approval.grant
+        extra = {"approval_grant": grant} if grant else {"approval_id": pending.approval_id}
+        outcome = await call_one(self.gateway, self.state.run_id, pending.step, planned, **extra)
+        if outcome.result is None:
+            # the gateway may or may not have run it: keep the approval, so the next
+            # resume asks again with the same idempotency key and learns the outcome
+            self.observe(pending.step, "tool", f"{pending.tool}: gateway error: {outcome.error}",
+                         tool=pending.tool, code="transport_error", status="error")
+            return Halt(StopReason.AWAITING_APPROVAL,
+                        {"approval_id": pending.approval_id, "error": str(outcome.error)})
+        self.log.record("approval_resolved", approval_id=pending.approval_id, status=approval.status)
+        halt = self.handle(pending.step, outcome)
+        self.checkpoint()
+        return halt
+
+    def _not_granted(self, pending: PendingApproval, status: str) -> Halt:
         self.log.record("approval_resolved", approval_id=pending.approval_id, status=status)
-        code = "approval_rejected" if status == "rejected" else f"approval_{status}"
+        code = f"approval_{status}"
         self.observe(pending.step, "tool", f"{pending.tool}: approval {status}", tool=pending.tool,
-                     code=code, status="refused")
-        self.stop(StopReason.REFUSED if status == "rejected" else StopReason.BLOCKED,
-                  pending.step, code=code)
+                     code=code, status="refused", data={"approval_id": pending.approval_id})
+        return Halt(StopReason.REFUSED if status == "rejected" else StopReason.BLOCKED, {"code": code})
 
 
 async def run_agent(state: AgentState, decide: Decide, gateway: AsyncGatewayClient, *,

@@ -31,6 +31,14 @@ trip dwarfs httpx's CPU. Not ``opa-python-client``: it retries connection errors
 502/503/504 with sleeps inside the call, stretching a failing decision past the timeout
 instead of failing closed at once.
 
+Straight to OPA, never through a proxy: one would see every policy input and could answer
+``allow`` itself. ``policies._http`` does not read the environment; the httpx clients here
+(``https://`` decisions, ``reload`` over every transport) have ``trust_env=False``, so
+``HTTP_PROXY``, ``HTTPS_PROXY`` and ``ALL_PROXY`` do not apply to them. That switch would
+also drop ``SSL_CERT_FILE`` and ``SSL_CERT_DIR``, the only way to trust a private CA for
+OPA (the configuration has no CA option), so ``_tls_context`` keeps httpx's default choice
+of certificates.
+
 The whole call (waiting for a pooled connection, dialing, the exchange, and the one retry
 ``policies._http`` allows on a stale kept-alive connection) is bounded by ``timeout_ms``
 with ``asyncio.timeout``; a timed-out or cancelled request aborts its connection.
@@ -52,6 +60,7 @@ import asyncio
 import hashlib
 import json
 import re
+import ssl
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -181,6 +190,8 @@ class _HttpxSender:
             timeout=httpx.Timeout(timeout_s),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
             transport=transport,
+            verify=_tls_context() if transport is None else True,
+            trust_env=False,  # no proxy from the environment (module docstring)
         )
 
     async def post(self, target: str, body: bytes) -> tuple[int, bytes]:
@@ -205,8 +216,17 @@ class _HttpxSender:
 
 
 def _sync_client(url: str, timeout_s: float) -> httpx.Client:
-    """A one-off client for ``reload`` (not on the hot path), Unix socket URLs included."""
+    """A one-off client for ``reload`` (not on the hot path), Unix socket URLs included; no
+    proxy from the environment (module docstring)."""
     parts = urlsplit(url)
     if parts.scheme == "unix":
-        return httpx.Client(base_url="http://localhost", timeout=timeout_s, transport=httpx.HTTPTransport(uds=parts.path))
-    return httpx.Client(base_url=url, timeout=timeout_s)
+        transport = httpx.HTTPTransport(uds=parts.path, trust_env=False)
+        return httpx.Client(base_url="http://localhost", timeout=timeout_s, transport=transport, trust_env=False)
+    return httpx.Client(base_url=url, timeout=timeout_s, verify=_tls_context(), trust_env=False)
+
+
+def _tls_context() -> ssl.SSLContext:
+    """What ``https://`` OPA is verified against, as httpx chooses by default: the CA file in
+    ``SSL_CERT_FILE``, else the CA folder in ``SSL_CERT_DIR``, else certifi's bundle (made
+    here because ``trust_env=False``, there to keep proxies out, would drop the first two)."""
+    return httpx.create_ssl_context(trust_env=True)

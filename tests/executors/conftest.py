@@ -139,3 +139,16 @@ def make_request(tmp_path):
         )
 
     return make
+
+
+@pytest.fixture
+def proxy_env(http_server, monkeypatch: pytest.MonkeyPatch) -> RecordingServer:
+    """A recording server set as every proxy variable httpx reads (``HTTP_PROXY``, ``HTTPS_PROXY``,
+    ``ALL_PROXY``, either case; no ``NO_PROXY``): its ``connections`` count a client that used it."""
+    proxy = http_server()
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, proxy.base)
+        monkeypatch.setenv(name.lower(), proxy.base)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    return proxy

@@ -43,6 +43,21 @@ async def test_egress_to_a_host_not_on_the_list_is_refused_before_connecting(exe
     assert server.connections == 0 and server.seen == []
 
 
+async def test_proxies_from_the_environment_are_not_used(http_server, proxy_env, make_tool, make_request):
+    """The allow-list and the address check judge the host really dialled, and the injected
+    header goes only there: no proxy from the environment (read when the client is made)."""
+    server, executor = http_server(), HttpExecutor()
+    tool = _tool(make_tool, server.base + "/items", [f"127.0.0.1:{server.port}"])
+    creds = ResolvedCredentials(headers={"Authorization": "Bearer tok-1"}, secret_values=frozenset({"tok-1"}))
+    try:
+        result = await executor.execute(make_request(tool, credentials=creds))
+    finally:
+        await executor.close()
+    assert result.ok, result
+    assert server.seen[0].path == "/items" and server.seen[0].headers["authorization"] == "Bearer tok-1"
+    assert proxy_env.connections == 0 and proxy_env.seen == []
+
+
 async def test_policy_hosts_narrow_the_descriptor_list(executor, http_server, make_tool, make_request):
     server = http_server()
     tool = _tool(make_tool, server.base + "/", [f"127.0.0.1:{server.port}", "api.example.com"])

@@ -120,6 +120,17 @@ async def test_header_credentials_reach_the_http_upstream(http_upstream, make_to
     assert "Bearer up-tok-9" in json.dumps(result.data)  # scrubbing happens later, in normalize
 
 
+async def test_an_http_upstream_is_not_reached_through_a_proxy_from_the_environment(http_upstream, proxy_env,
+                                                                                   make_tool, make_request):
+    """The address check judges the upstream really dialled, and header credentials go only there."""
+    creds = ResolvedCredentials(headers={"Authorization": "Bearer up-tok-9"}, secret_values=frozenset({"up-tok-9"}))
+    result = await _http_executor(http_upstream).execute(
+        make_request(_tool(make_tool, "auth_header"), {}, credentials=creds))
+    assert result.ok, result
+    assert "Bearer up-tok-9" in json.dumps(result.data)
+    assert proxy_env.connections == 0 and proxy_env.seen == []
+
+
 async def test_an_http_upstream_error_is_a_tool_error_and_unlisted_tools_are_refused(http_upstream, tmp_path,
                                                                                     make_tool, make_request):
     executor = _http_executor(http_upstream)

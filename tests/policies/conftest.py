@@ -1,4 +1,4 @@
-"""Fixtures: a real OPA server (see policy_opa_server.py) for the policy tests."""
+"""Fixtures: real OPA servers (see policy_opa_server.py) for the policy tests."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from policy_opa_server import REGO, OPAServer, opa_path
+from policy_opa_server import REGO, OPAServer, UnixSocketOPA, opa_path
 
 
 @pytest.fixture(scope="session")
@@ -22,3 +22,15 @@ def opa_server(opa_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def unix_opa(opa_binary: Path, tmp_path: Path) -> Iterator[UnixSocketOPA]:
+    """OPA on a Unix socket serving the default bundle and ``data.echo.n`` (= ``input.n``)."""
+    extra = tmp_path / "echo"
+    extra.mkdir()
+    (extra / "echo.rego").write_text("package echo\n\nn := input.n\n")
+    server = UnixSocketOPA(opa_binary, extra, tmp_path)
+    server.start()
+    yield server
+    server.remove()

@@ -1,4 +1,5 @@
-"""A real OPA server for the policy tests (helpers; the fixtures are in conftest.py).
+"""Real OPA servers for the policy tests (helpers; the fixtures are in conftest.py): on TCP,
+optionally with TLS, and on a Unix socket.
 
 The binary comes from ``$TOOLGATE_OPA`` (the Makefile sets it), else the Makefile's cache
 (``~/.cache/toolgate/opa-v1.22.0/opa``). Without it the OPA tests are skipped with the
@@ -8,8 +9,11 @@ reason — or fail when ``CI=true``, so CI cannot go green without running them.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import ssl
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,12 +44,17 @@ def free_port() -> int:
 
 
 class OPAServer:
-    """``opa run --server`` on 127.0.0.1 with decision logging on; start/stop/restart."""
+    """``opa run --server`` on 127.0.0.1 with decision logging on; start/stop/restart.
 
-    def __init__(self, binary: Path, bundle: Path, log_dir: Path, port: int | None = None) -> None:
-        self.binary, self.bundle, self.log_dir = binary, bundle, log_dir
+    ``tls``: (CA, certificate, private key) files; OPA then serves ``https://`` with the
+    certificate, which the CA signed.
+    """
+
+    def __init__(self, binary: Path, bundle: Path, log_dir: Path, port: int | None = None,
+                 tls: tuple[Path, Path, Path] | None = None) -> None:
+        self.binary, self.bundle, self.log_dir, self.tls = binary, bundle, log_dir, tls
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 20.0) -> None:
@@ -53,14 +62,17 @@ class OPAServer:
         log = open(self.log_dir / f"opa-{self.port}.log", "ab")
         argv = [str(self.binary), "run", "--server", "--addr", f"127.0.0.1:{self.port}"]
         argv += ["--set", "decision_logs.console=true", str(self.bundle)]
+        if self.tls:
+            argv += ["--tls-cert-file", str(self.tls[1]), "--tls-private-key-file", str(self.tls[2])]
         self._proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         log.close()
+        verify = ssl.create_default_context(cafile=self.tls[0]) if self.tls else True
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"opa exited with {self._proc.returncode}; see {log.name}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=0.5).status_code == 200:
+            try:  # trust_env=False: a proxy in the developer's environment must not answer for OPA
+                if httpx.get(f"{self.url}/health", timeout=0.5, verify=verify, trust_env=False).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
@@ -79,3 +91,47 @@ class OPAServer:
             self._proc.kill()
             self._proc.wait()
         self._proc = None
+
+
+class UnixSocketOPA:
+    """``opa run --server --addr unix://<dir>/opa.sock`` serving the default bundle and ``extra``."""
+
+    def __init__(self, binary: Path, extra: Path, log_dir: Path) -> None:
+        self.binary, self.extra, self.log_dir = binary, extra, log_dir
+        self.dir = Path(tempfile.mkdtemp(prefix="opa-"))  # short: a socket path has ~100 bytes at most
+        self.socket = self.dir / "opa.sock"
+        self.url = f"unix://{self.socket}"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = [str(self.binary), "run", "--server", "--addr", self.url, str(REGO), str(self.extra)]
+        with open(self.log_dir / "opa-unix.log", "ab") as log:
+            self._proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            assert self._proc.poll() is None, "opa exited; see opa-unix.log"
+            if self._healthy():
+                return
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("opa on the Unix socket did not become healthy")
+
+    def _healthy(self) -> bool:
+        try:
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.settimeout(0.5)
+                sock.connect(str(self.socket))
+                sock.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+                return sock.recv(64).split(b" ")[1:2] == [b"200"]
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(timeout=10)
+            self._proc = None
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)

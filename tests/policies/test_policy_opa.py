@@ -5,13 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import shutil
-import socket
 import subprocess
-import tempfile
-import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -181,61 +175,6 @@ def test_one_engine_serves_successive_event_loops(opa_server):
     assert asyncio.run(decide()) == "require_approval"
     assert asyncio.run(decide_and_close()) == "require_approval"  # the first loop's connection is not reused
     gc.collect()  # which the GC closes (its loop is gone): the expected warning is raised here, not later
-
-
-class UnixSocketOPA:
-    """``opa run --server --addr unix://<dir>/opa.sock`` serving the default bundle and ``extra``."""
-
-    def __init__(self, binary: Path, extra: Path, log_dir: Path) -> None:
-        self.binary, self.extra, self.log_dir = binary, extra, log_dir
-        self.dir = Path(tempfile.mkdtemp(prefix="opa-"))  # short: a socket path has ~100 bytes at most
-        self.socket = self.dir / "opa.sock"
-        self.url = f"unix://{self.socket}"
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        argv = [str(self.binary), "run", "--server", "--addr", self.url, str(REGO), str(self.extra)]
-        with open(self.log_dir / "opa-unix.log", "ab") as log:
-            self._proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            assert self._proc.poll() is None, "opa exited; see opa-unix.log"
-            if self._healthy():
-                return
-            time.sleep(0.02)
-        self.stop()
-        raise RuntimeError("opa on the Unix socket did not become healthy")
-
-    def _healthy(self) -> bool:
-        try:
-            with socket.socket(socket.AF_UNIX) as sock:
-                sock.settimeout(0.5)
-                sock.connect(str(self.socket))
-                sock.sendall(b"GET /health HTTP/1.0\r\n\r\n")
-                return sock.recv(64).split(b" ")[1:2] == [b"200"]
-        except OSError:
-            return False
-
-    def stop(self) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            self._proc.wait(timeout=10)
-            self._proc = None
-
-    def remove(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-@pytest.fixture
-def unix_opa(opa_binary, tmp_path) -> Iterator[UnixSocketOPA]:
-    extra = tmp_path / "echo"
-    extra.mkdir()
-    (extra / "echo.rego").write_text("package echo\n\nn := input.n\n")
-    server = UnixSocketOPA(opa_binary, extra, tmp_path)
-    server.start()
-    yield server
-    server.remove()
 
 
 async def test_opa_on_a_unix_socket_decides_and_versions(unix_opa):

@@ -1,0 +1,173 @@
+"""Policy traffic goes straight to the configured OPA: ``HTTP_PROXY``, ``HTTPS_PROXY`` and
+``ALL_PROXY`` in the gateway's environment are not used, over ``http://``, ``https://`` and
+``unix://``, for decisions and for ``reload``. A proxy there would see every policy input and
+could answer ``allow`` itself.
+
+The proxy here is a real listener on 127.0.0.1 that records every connection and answers each
+one with a forged ``allow``; the OPA servers are real.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import socketserver
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from policy_opa_server import REGO, OPAServer
+from policies import OPAEngine, PolicyError
+
+pytestmark = pytest.mark.opa
+
+WRITE = {
+    "tool": {"name": "write_file", "version": "1", "risk": {"side_effect": "write"}, "labels": [], "constraints": {}},
+    "args": {"path": "notes/a.md"},
+    "run": {"id": "r", "step": 1, "evidence": {}},
+}
+"""The default bundle requires approval for it; the proxy would say ``allow``."""
+
+FORGED = b'{"result":{"decision":"allow","reasons":["forged by the proxy"]},"decision_id":"forged"}'
+
+
+class RecordingProxy:
+    """Records the first bytes of every connection, then answers it with a forged ``allow``."""
+
+    def __init__(self) -> None:
+        self.seen: list[bytes] = []
+        owner = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                self.request.settimeout(2)
+                try:
+                    data = self.request.recv(65536)
+                except OSError:
+                    data = b""
+                owner.seen.append(data)  # before answering: a client that got an answer was counted
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                self.request.sendall(head + b"Content-Length: %d\r\n\r\n" % len(FORGED) + FORGED)
+
+        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingProxy]:
+    """The recording proxy, set as every proxy variable httpx reads, with no exceptions."""
+    proxy = RecordingProxy()
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, proxy.url)
+        monkeypatch.setenv(name.lower(), proxy.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    yield proxy
+    proxy.stop()
+
+
+def _tls_files(folder: Path) -> tuple[Path, Path, Path]:
+    """A CA, and a certificate for 127.0.0.1 it signed: (CA file, certificate file, key file)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    valid = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=1))
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "toolgate test CA")])
+    ca = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(valid[0]).not_valid_after(valid[1])
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert = (
+        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "opa")]))
+        .issuer_name(ca_name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(valid[0]).not_valid_after(valid[1])
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    files = folder / "ca.pem", folder / "opa.pem", folder / "opa.key"
+    files[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files[2].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return files
+
+
+@pytest.fixture(scope="module")
+def tls_opa(opa_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OPAServer, Path]]:
+    """OPA serving the default bundle over ``https://``, and the file of the CA that signed its certificate."""
+    logs, certs = tmp_path_factory.mktemp("opa-tls-logs"), tmp_path_factory.mktemp("opa-tls-certs")
+    tls = _tls_files(certs)  # apart from the log: OPA reloads its certificate when their folder changes
+    server = OPAServer(opa_binary, REGO, logs, tls=tls)
+    server.start()
+    yield server, tls[0]
+    server.stop()
+
+
+@pytest.fixture(params=["http", "https", "unix"])
+def opa_url(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A real OPA's URL over each transport; for https, its CA is trusted through ``SSL_CERT_FILE``."""
+    if request.param == "http":
+        return request.getfixturevalue("opa_server").url
+    if request.param == "unix":
+        return request.getfixturevalue("unix_opa").url
+    server, ca = request.getfixturevalue("tls_opa")
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    return server.url
+
+
+def test_the_stand_in_proxy_answers_a_client_that_trusts_the_environment(proxy):
+    """Without this the other tests would prove nothing: the variables reach httpx's defaults."""
+    response = httpx.post("http://127.0.0.1:1/v1/data/toolgate/decision", json={"input": {}}, timeout=2)
+    assert response.content == FORGED
+    assert len(proxy.seen) == 1 and proxy.seen[0].startswith(b"POST http://127.0.0.1:1/v1/data/toolgate/decision ")
+
+
+async def test_a_decision_goes_to_opa_not_to_the_proxy(opa_url, proxy):
+    engine = OPAEngine(opa_url, timeout_ms=2000)
+    try:
+        decision = await engine.evaluate(WRITE)
+    finally:
+        await engine.close()
+    assert decision.decision == "require_approval" and decision.engine_decision_id != "forged"
+    assert proxy.seen == []
+
+
+def test_reload_asks_opa_not_the_proxy(opa_url, proxy):
+    engine = OPAEngine(opa_url)
+    engine.reload()
+    assert engine.version.startswith("opa:sha256:")
+    assert proxy.seen == []
+
+
+async def test_an_https_opa_whose_ca_is_not_trusted_is_unavailable(tls_opa, monkeypatch):
+    """Verification stays on: without ``SSL_CERT_FILE`` naming the CA, OPA's certificate is refused."""
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    engine = OPAEngine(tls_opa[0].url, timeout_ms=2000)
+    try:
+        with pytest.raises(PolicyError) as info:
+            await engine.evaluate(WRITE)
+    finally:
+        await engine.close()
+    assert info.value.code == "policy_unavailable" and "CERTIFICATE_VERIFY_FAILED" in str(info.value)

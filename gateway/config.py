@@ -119,16 +119,21 @@ class ToolConfig(_Strict):
         return value
 
 
+_LABEL = r"^[^\x00-\x1f\x7f-\x9f]{1,128}$"
+"""An identity's names: they key stored rows, fill audit records and policy input and are
+printed by the CLI, so no control characters (PostgreSQL text cannot even hold NUL)."""
+
+
 class IdentityConfig(_Strict):
-    name: str
+    name: str = Field(pattern=_LABEL)
     """A label for humans (shown in logs)."""
     api_key_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     """sha256 hex of the API key; the key itself is never stored."""
-    tenant: str
+    tenant: str = Field(pattern=_LABEL)
     """Tenant this identity acts for."""
-    agent: str = ""
+    agent: str = Field(default="", pattern=_LABEL.replace("{1,", "{0,"))
     """Agent id (for agent identities)."""
-    user: str = ""
+    user: str = Field(default="", pattern=_LABEL.replace("{1,", "{0,"))
     """The human user on whose behalf the agent acts, if any."""
     roles: list[Literal["agent", "approver", "admin"]] = Field(default_factory=lambda: ["agent"])
     """agent: may list and call tools (no other role may: ``permission_denied``); approver: may

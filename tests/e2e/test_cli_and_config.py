@@ -79,3 +79,21 @@ def test_config_errors_name_the_file_and_field(tmp_path):
 def test_generated_stubs_match_the_proto():
     out = subprocess.run([sys.executable, str(ROOT / "proto" / "generate.py"), "--check"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("field,value", [("tenant", "acme\u0000corp"), ("tenant", ""), ("agent", "bot\n"),
+                                         ("user", "\u001b[31mroot"), ("name", "x" * 129), ("user", "bob\u0085")])
+def test_identity_names_with_control_characters_are_refused_at_load(tmp_path, field, value):
+    identity = {"name": "a", "api_key_sha256": "0" * 64, "tenant": "acme", "agent": "bot", field: value}
+    bad = tmp_path / "bad.json"  # YAML cannot carry every control character; JSON is YAML too
+    bad.write_text(json.dumps({"identities": [identity]}))
+    with pytest.raises(ConfigError) as err:
+        load_config(bad)
+    assert f"identities.0.{field}" in str(err.value)
+
+
+def test_identity_names_may_be_any_printable_text(tmp_path):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"identities": [{"name": "Ops bot (EU)", "api_key_sha256": "0" * 64,
+                                                "tenant": "acme.corp", "agent": "bot-1", "user": "zoë@acme"}]}))
+    assert load_config(good).identities[0].user == "zoë@acme"

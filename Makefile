@@ -26,7 +26,10 @@ venv: $(BIN)/toolgate
 
 dev-venv: $(VENV)/.dev
 
+# git keeps no file modes but the exec bit: a fresh clone has the demo keys 0644, which the
+# approver's CLI refuses (key_file_readable), so make them private before the demo.
 run: $(BIN)/toolgate
+	chmod 600 examples/keys/*.pem
 	$(BIN)/toolgate serve --config examples/toolgate.yaml --port $(PORT)
 
 # OPA built from its official Go module, pinned, cached between runs.

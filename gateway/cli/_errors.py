@@ -14,8 +14,8 @@ Each code has one exit status (``gateway.cli`` says what the statuses mean):
        invalid_approver_id, key_file_exists                        ``keys new``
        passphrase_env_unset         ``--passphrase-env VAR`` names an unset or empty variable
        key_file_not_found, key_file_unreadable, key_file_writable,
-       key_passphrase_needed, key_passphrase_wrong, key_not_encrypted,
-       key_invalid, key_labels_missing                             the approver's key
+       key_file_readable, key_passphrase_needed, key_passphrase_wrong,
+       key_not_encrypted, key_invalid, key_labels_missing          the approver's key
        policy_bundle_invalid, audit_unreadable, audit_malformed    ``policy``
     3  args_not_strict_json, args_hash_mismatch, audience_mismatch, not_confirmed
                                     ``approve``/``reject`` refused to sign
@@ -38,8 +38,8 @@ EXIT: dict[str, int] = {
     **dict.fromkeys((
         "no_such_file", "nothing_to_verify", "invalid_time", "config_invalid", "cannot_start",
         "invalid_approver_id", "key_file_exists", "passphrase_env_unset",
-        "key_file_not_found", "key_file_unreadable", "key_file_writable", "key_passphrase_needed",
-        "key_passphrase_wrong", "key_not_encrypted", "key_invalid", "key_labels_missing",
+        "key_file_not_found", "key_file_unreadable", "key_file_writable", "key_file_readable",
+        "key_passphrase_needed", "key_passphrase_wrong", "key_not_encrypted", "key_invalid", "key_labels_missing",
         "policy_bundle_invalid", "audit_unreadable", "audit_malformed",
     ), 2),
     **dict.fromkeys(("args_not_strict_json", "args_hash_mismatch", "audience_mismatch", "not_confirmed"), 3),

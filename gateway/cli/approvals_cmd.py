@@ -215,7 +215,7 @@ def _passphrase(var: str) -> bytes | None:
 def _private_key(ns: argparse.Namespace, pem: bytes, passphrase: bytes | None) -> Ed25519PrivateKey:
     """The key in ``pem``; whether it is encrypted is read from its PEM header, so a missing,
     needless or wrong passphrase each get their own code."""
-    encrypted = b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in pem or b"Proc-Type: 4,ENCRYPTED" in pem
+    encrypted = _encrypted(pem)
     if encrypted and passphrase is None:
         raise CliError("key_passphrase_needed", f"{ns.key} is encrypted: pass --passphrase-env VAR")
     if passphrase is not None and not encrypted:
@@ -230,16 +230,28 @@ def _private_key(ns: argparse.Namespace, pem: bytes, passphrase: bytes | None) -
                        "make one with `toolgate keys new`") from exc
 
 
+def _encrypted(pem: bytes) -> bool:
+    """Whether the PEM header says the key is encrypted (PKCS#8, or traditional OpenSSL)."""
+    return b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in pem or b"Proc-Type: 4,ENCRYPTED" in pem
+
+
 def _read_key_file(path: str) -> bytes:
-    """The key file's bytes; refused when its group or others may write it (whoever can write
-    it can put their key in the approver's place), checked on the file that is read."""
+    """The key file's bytes, checked on the file that is read; refused when its group or others
+    may write it (whoever can write it can put their key in the approver's place), or read it
+    while it is not encrypted (whoever can read it can sign as the approver)."""
     try:
         with open(path, "rb") as f:
             mode = os.fstat(f.fileno()).st_mode
             if os.name == "posix" and mode & 0o022:
                 raise CliError("key_file_writable", f"{path}: {'others' if mode & 0o002 else 'its group'} may "
                                f"write it (mode {mode & 0o777:o}), so it cannot be trusted; run chmod 600 {path}")
-            return f.read()
+            pem = f.read()
+            if os.name == "posix" and mode & 0o044 and not _encrypted(pem):
+                raise CliError("key_file_readable", f"{path}: {'others' if mode & 0o004 else 'its group'} may "
+                               f"read this unencrypted private key (mode {mode & 0o777:o}), so they could sign as "
+                               f"you; run chmod 600 {path}, or use a key encrypted with a passphrase "
+                               "(`toolgate keys new --passphrase-env VAR` makes one)")
+            return pem
     except FileNotFoundError:
         raise CliError("key_file_not_found", f"{path}: no such file (--key)") from None
     except OSError as exc:

@@ -19,6 +19,7 @@ from gateway.approvals.keyring import SigningKey, key_labels, load_private_key
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "toolgate.yaml"
+KEYS = ROOT / "examples" / "keys"
 AGENT, OTHER_TENANT = "demo-agent-key", "other-tenant-key"
 APPROVER = {"alice": "alice-approver-key", "bob": "bob-approver-key", "carol": "carol-approver-key"}
 
@@ -44,8 +45,20 @@ def write_config(tmp_path: Path, **approvals: Any) -> Path:
     return path
 
 
+def private_demo_keys(folder: Path) -> Path:
+    """``folder``, holding copies of the demo keys with mode 0600 for the CLI's ``--key``: git keeps
+    no file mode but the exec bit, so a fresh clone has the committed keys 0644, which the CLI
+    refuses (anyone on the machine could read them)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for pem in KEYS.glob("*.pem"):
+        copy = folder / pem.name
+        copy.write_bytes(pem.read_bytes())
+        copy.chmod(0o600)
+    return folder
+
+
 def demo_key(name: str) -> SigningKey:
-    pem = (ROOT / "examples" / "keys" / f"{name}.pem").read_bytes()
+    pem = (KEYS / f"{name}.pem").read_bytes()
     return SigningKey(key_labels(pem)["kid"], load_private_key(pem))
 
 

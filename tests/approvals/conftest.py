@@ -6,10 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from approval_helpers import serving, write_config
+from approval_helpers import private_demo_keys, serving, write_config
 
 
 @pytest.fixture
 async def gw(tmp_path: Path):
     async with serving(write_config(tmp_path)) as both:
         yield both
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Path:
+    """A folder with 0600 copies of the demo keys (``private_demo_keys``)."""
+    return private_demo_keys(tmp_path / "keys")

@@ -14,7 +14,6 @@ from approval_helpers import APPROVER, ROOT, write_config
 from gateway.testing import GatewayProcess, calls_recorded
 
 ARGS = '{"path": "report.txt", "n": 7}'
-KEYS = ROOT / "examples" / "keys"
 
 
 def toolgate(gw: GatewayProcess, *argv: str, key: str) -> subprocess.CompletedProcess[str]:
@@ -37,7 +36,7 @@ def gateway(tmp_path: Path):
         gw.stop()
 
 
-def test_cli_approve_then_retry_executes_once(gateway: GatewayProcess, tmp_path: Path) -> None:
+def test_cli_approve_then_retry_executes_once(gateway: GatewayProcess, keys: Path, tmp_path: Path) -> None:
     rc, out = agent_call(gateway)
     assert (rc, out["code"]) == (4, "approval_required")
     approval_id = out["approval_id"]
@@ -45,10 +44,10 @@ def test_cli_approve_then_retry_executes_once(gateway: GatewayProcess, tmp_path:
     assert approval_id in {a["approval_id"] for a in json.loads(listed.stdout)}
     shown = toolgate(gateway, "approvals", "show", approval_id, key=APPROVER["alice"])
     assert "count_write" in shown.stdout and '"report.txt"' in shown.stdout and "run-7" in shown.stdout
-    refused = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), "--yes",
+    refused = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(keys / "alice.pem"), "--yes",
                       key="demo-agent-key")
     assert refused.returncode == 6 and "permission_denied" in refused.stderr
-    done = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), "--yes", key=APPROVER["alice"])
+    done = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(keys / "alice.pem"), "--yes", key=APPROVER["alice"])
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1])["status"] == "approved"
     rc, first = agent_call(gateway, "--approval-id", approval_id)
@@ -58,30 +57,30 @@ def test_cli_approve_then_retry_executes_once(gateway: GatewayProcess, tmp_path:
     assert calls_recorded(tmp_path / "data" / "sandbox", "count_write") == 1
 
 
-def test_cli_reject_ends_the_request(gateway: GatewayProcess, tmp_path: Path) -> None:
+def test_cli_reject_ends_the_request(gateway: GatewayProcess, keys: Path, tmp_path: Path) -> None:
     _, out = agent_call(gateway)
     approval_id = out["approval_id"]
-    rejected = toolgate(gateway, "approvals", "reject", approval_id, "--key", str(KEYS / "bob.pem"),
+    rejected = toolgate(gateway, "approvals", "reject", approval_id, "--key", str(keys / "bob.pem"),
                         "--reason", "wrong file", "--yes", key=APPROVER["bob"])
     assert rejected.returncode == 0, rejected.stderr
     rc, retry = agent_call(gateway, "--approval-id", approval_id)
     assert (rc, retry["code"]) == (3, "approval_rejected") and "wrong file" in " ".join(retry["reasons"])
-    late = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), "--yes", key=APPROVER["alice"])
+    late = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(keys / "alice.pem"), "--yes", key=APPROVER["alice"])
     assert late.returncode == 3 and "approval_rejected" in late.stderr
     assert calls_recorded(tmp_path / "data" / "sandbox", "count_write") == 0
 
 
-def test_cli_refuses_to_sign_with_a_key_that_is_not_the_approvers(gateway: GatewayProcess) -> None:
+def test_cli_refuses_to_sign_with_a_key_that_is_not_the_approvers(gateway: GatewayProcess, keys: Path) -> None:
     _, out = agent_call(gateway)
-    wrong = toolgate(gateway, "approvals", "approve", out["approval_id"], "--key", str(KEYS / "bob.pem"), "--yes",
+    wrong = toolgate(gateway, "approvals", "approve", out["approval_id"], "--key", str(keys / "bob.pem"), "--yes",
                      key=APPROVER["alice"])
     assert wrong.returncode == 3 and "invalid_approval" in wrong.stderr
 
 
-def test_cli_signs_only_what_the_approver_confirms(gateway: GatewayProcess) -> None:
+def test_cli_signs_only_what_the_approver_confirms(gateway: GatewayProcess, keys: Path) -> None:
     _, out = agent_call(gateway)
     approval_id = out["approval_id"]
-    sign = [sys.executable, "-m", "gateway.cli", "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem")]
+    sign = [sys.executable, "-m", "gateway.cli", "approvals", "approve", approval_id, "--key", str(keys / "alice.pem")]
     env = {**os.environ, "TOOLGATE_TARGET": gateway.address, "TOOLGATE_API_KEY": APPROVER["alice"]}
     for answer in ("", "n\n", "sure\n"):  # no answer, no, anything but yes: nothing signed
         said = subprocess.run(sign, input=answer, capture_output=True, text=True, env=env, timeout=60, cwd=ROOT)
@@ -109,13 +108,13 @@ def test_what_the_agent_labels_its_call_with_cannot_draw_on_the_approvers_termin
     assert "\\u001b[8m\\u000areason" in text and "\\u202e" in text and "no\\u2028yes" in text
 
 
-def test_kill_after_grant_then_retry_after_restart_executes_once(tmp_path: Path) -> None:
+def test_kill_after_grant_then_retry_after_restart_executes_once(keys: Path, tmp_path: Path) -> None:
     config, data = write_config(tmp_path), tmp_path / "data"
     gw = GatewayProcess(config, data_dir=data).start()
     try:
         _, out = agent_call(gw)
         approval_id = out["approval_id"]
-        ok = toolgate(gw, "approvals", "approve", approval_id, "--key", str(KEYS / "alice.pem"), "--yes", key=APPROVER["alice"])
+        ok = toolgate(gw, "approvals", "approve", approval_id, "--key", str(keys / "alice.pem"), "--yes", key=APPROVER["alice"])
         assert ok.returncode == 0, ok.stderr
     finally:
         gw.kill()

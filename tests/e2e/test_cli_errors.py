@@ -23,11 +23,11 @@ from gateway.approvals.keyring import write_private_key
 from gateway.arguments import args_hash, parse_strict
 from gateway.cli import main
 from gateway.cli._errors import EXIT
+from tests.approvals.approval_helpers import private_demo_keys
 from tests.conftest import ROOT
 
 HOSTILE = "\u009b2J\u009b31mall clear\u202eevil\u200b\u2028\x1b[8m"  # CSI, bidi override, zero width, ESC
 ERROR_LINE = re.compile(r"^toolgate: ([a-z][a-z0-9_]*): \S")
-ALICE = ROOT / "examples" / "keys" / "alice.pem"
 EMPTY_HASH = args_hash(parse_strict(b"{}", max_bytes=16))
 
 
@@ -93,6 +93,12 @@ def stand_in():
         server.stop(0)
 
 
+@pytest.fixture
+def alice(tmp_path: Path) -> Path:
+    """The demo approver's key, a 0600 copy (a fresh clone has the committed one 0644)."""
+    return private_demo_keys(tmp_path / "keys") / "alice.pem"
+
+
 def _approve(stand_in: StandIn, *extra: object) -> list[object]:
     return ["approvals", "approve", "ap-1", "--target", stand_in.target, "--api-key", "k", "--timeout", "10", *extra]
 
@@ -112,9 +118,9 @@ def test_an_rpc_errors_details_cannot_draw_on_the_terminal(capsys, stand_in) -> 
     (json.dumps({"code": "approval_rejected", "message": HOSTILE}, ensure_ascii=False), "approval_rejected"),
     (json.dumps({"code": "x\u202e\x1b[2J", "message": "m"}, ensure_ascii=False), "refused"),
 ], ids=["plain-text", "code-and-message", "hostile-code"])
-def test_a_refusals_details_cannot_draw_on_the_terminal(capsys, stand_in, details, expected) -> None:
+def test_a_refusals_details_cannot_draw_on_the_terminal(capsys, stand_in, alice, details, expected) -> None:
     stand_in.submit_details = details
-    code, _, err = toolgate(capsys, *_approve(stand_in, "--key", ALICE, "--yes"))
+    code, _, err = toolgate(capsys, *_approve(stand_in, "--key", alice, "--yes"))
     assert stand_in.calls == ["Get", "Submit"]
     assert code == 3 and err.splitlines()[-1].startswith(f"toolgate: {expected}: "), err
     assert _drawing(err) == [], ascii(err)
@@ -129,36 +135,40 @@ def _encrypted_key(tmp_path: Path, passphrase: bytes) -> Path:
 
 
 def test_approve_refuses_an_unset_passphrase_env_instead_of_an_empty_passphrase(
-        capsys, stand_in, tmp_path, monkeypatch) -> None:
+        capsys, stand_in, alice, tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("TOOLGATE_TEST_UNSET", raising=False)
-    for key in (ALICE, _encrypted_key(tmp_path, b"s3cret")):
+    for key in (alice, _encrypted_key(tmp_path, b"s3cret")):
         code, _, err = toolgate(capsys, *_approve(stand_in, "--key", key, "--passphrase-env", "TOOLGATE_TEST_UNSET",
                                                   "--yes"))
         assert_error(code, err, "passphrase_env_unset")
         assert code == 2 and "TOOLGATE_TEST_UNSET" in err
     monkeypatch.setenv("TOOLGATE_TEST_UNSET", "")
-    code, _, err = toolgate(capsys, *_approve(stand_in, "--key", ALICE, "--passphrase-env", "TOOLGATE_TEST_UNSET"))
+    code, _, err = toolgate(capsys, *_approve(stand_in, "--key", alice, "--passphrase-env", "TOOLGATE_TEST_UNSET"))
     assert_error(code, err, "passphrase_env_unset")
     assert stand_in.calls == []  # refused before asking the gateway anything
 
 
-def test_approve_names_what_is_wrong_with_the_key(capsys, stand_in, tmp_path, monkeypatch) -> None:
+def test_approve_names_what_is_wrong_with_the_key(capsys, stand_in, alice, tmp_path, monkeypatch) -> None:
     encrypted = _encrypted_key(tmp_path, b"s3cret")
     monkeypatch.setenv("TOOLGATE_TEST_PASS", "wrong")
     unlabelled = tmp_path / "plain.pem"
-    unlabelled.write_bytes(b"".join(line for line in ALICE.read_bytes().splitlines(keepends=True)
+    unlabelled.write_bytes(b"".join(line for line in alice.read_bytes().splitlines(keepends=True)
                                     if not line.startswith(b"toolgate-")))
     unlabelled.chmod(0o600)
     garbage = tmp_path / "garbage.pem"
     garbage.write_bytes(b"toolgate-approver: a\ntoolgate-kid: k\nnot a key\n")
     garbage.chmod(0o600)
+    readable = tmp_path / "readable.pem"
+    readable.write_bytes(alice.read_bytes())
+    readable.chmod(0o644)
     cases = [
         (["--key", tmp_path / "missing.pem"], "key_file_not_found"),
         (["--key", encrypted, "--passphrase-env", "TOOLGATE_TEST_PASS"], "key_passphrase_wrong"),
         (["--key", encrypted], "key_passphrase_needed"),
-        (["--key", ALICE, "--passphrase-env", "TOOLGATE_TEST_PASS"], "key_not_encrypted"),
+        (["--key", alice, "--passphrase-env", "TOOLGATE_TEST_PASS"], "key_not_encrypted"),
         (["--key", unlabelled], "key_labels_missing"),
         (["--key", garbage], "key_invalid"),
+        (["--key", readable], "key_file_readable"),
     ]
     for extra, expected in cases:
         code, _, err = toolgate(capsys, *_approve(stand_in, *extra, "--yes"))
@@ -166,18 +176,18 @@ def test_approve_names_what_is_wrong_with_the_key(capsys, stand_in, tmp_path, mo
     assert stand_in.calls == []
 
 
-def test_approve_refusing_to_sign_says_why_with_a_code(capsys, stand_in, monkeypatch) -> None:
+def test_approve_refusing_to_sign_says_why_with_a_code(capsys, stand_in, alice, monkeypatch) -> None:
     stand_in.approval.args_hash = "sha256:" + "0" * 64  # a gateway whose hash is not the arguments'
-    code, _, err = toolgate(capsys, *_approve(stand_in, "--key", ALICE, "--yes"))
+    code, _, err = toolgate(capsys, *_approve(stand_in, "--key", alice, "--yes"))
     assert_error(code, err, "args_hash_mismatch")
     stand_in.approval.args_json = b'{"a": 1, "a": 2}'
-    code, _, err = toolgate(capsys, *_approve(stand_in, "--key", ALICE, "--yes"))
+    code, _, err = toolgate(capsys, *_approve(stand_in, "--key", alice, "--yes"))
     assert_error(code, err, "args_not_strict_json")
     stand_in.approval.args_json, stand_in.approval.args_hash = b"{}", EMPTY_HASH
-    code, _, err = toolgate(capsys, *_approve(stand_in, "--key", ALICE, "--yes", "--audience", "gw-2"))
+    code, _, err = toolgate(capsys, *_approve(stand_in, "--key", alice, "--yes", "--audience", "gw-2"))
     assert_error(code, err, "audience_mismatch")
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
-    code, _, err = toolgate(capsys, *_approve(stand_in, "--key", ALICE))
+    code, _, err = toolgate(capsys, *_approve(stand_in, "--key", alice))
     assert_error(code, err, "not_confirmed")
     assert "Submit" not in stand_in.calls and code == 3
 

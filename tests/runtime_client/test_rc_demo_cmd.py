@@ -11,6 +11,7 @@ import pytest
 from gateway.cli import build_parser
 from gateway.cli.demo_cmd import EXIT_OK, EXIT_PAUSED, demo
 from runtime_client.testing import serve_fake_gateway
+from tests.approvals.approval_helpers import private_demo_keys
 
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "toolgate.yaml"
 
@@ -82,13 +83,12 @@ async def test_demo_reports_unreachable_gateway(tmp_path):
 
 async def test_demo_full_run_against_real_gateway_with_cli_approver(tmp_path):
     gateway_testing = pytest.importorskip("gateway.testing")
-    root = DEMO_CONFIG.parents[1]
     data = tmp_path / "data"
     running = await gateway_testing.start_gateway(DEMO_CONFIG, data_dir=data)
     out = io.StringIO()
     try:
         ns = _ns(running.address, tmp_path, approval_timeout=30,
-                 approver_key=root / "examples" / "keys" / "alice.pem", approver_api_key="alice-approver-key")
+                 approver_key=private_demo_keys(tmp_path / "keys") / "alice.pem", approver_api_key="alice-approver-key")
         ns.api_key = "demo-agent-key"
         audit = running.app.config.audit_path
         ns.audit_log = str(audit)

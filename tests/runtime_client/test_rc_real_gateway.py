@@ -15,6 +15,7 @@ from runtime_client.testing import scripted_decide
 
 gateway_testing = pytest.importorskip("gateway.testing")
 
+from tests.approvals.approval_helpers import private_demo_keys  # noqa: E402
 from tests.conftest import real_gateway_client  # noqa: E402
 
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "toolgate.yaml"
@@ -102,14 +103,15 @@ async def test_parallel_reads_on_real_gateway(real):
 ROOT = DEMO_CONFIG.parents[1]
 
 
-async def approve_with_cli(address: str, approval_id: str, approver: str = "alice") -> str:
-    """`toolgate approvals approve` in another process, as an approver would run it."""
+async def approve_with_cli(address: str, approval_id: str, keys: Path, approver: str = "alice") -> str:
+    """`toolgate approvals approve` in another process, as an approver would run it, with the
+    demo key in ``keys`` (``private_demo_keys``)."""
     import asyncio
     import sys
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "gateway.cli", "approvals", "approve", approval_id,
-        "--key", str(ROOT / "examples" / "keys" / f"{approver}.pem"),
+        "--key", str(keys / f"{approver}.pem"),
         "--api-key", f"{approver}-approver-key", "--target", address,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=ROOT)
     out, _ = await asyncio.wait_for(proc.communicate(b"y\n"), 60)  # reads the request, answers yes
@@ -126,7 +128,7 @@ async def test_write_approved_by_cli_then_resume_executes_exactly_once(tmp_path,
                                  checkpoints=checkpoints)
         assert paused.stop_reason is StopReason.AWAITING_APPROVAL
         approval_id = paused.state.pending_approvals[0].approval_id
-        await approve_with_cli(running.address, approval_id)
+        await approve_with_cli(running.address, approval_id, private_demo_keys(tmp_path / "keys"))
         approval = await client.wait_for_approval(approval_id, timeout=10)
         assert approval.status == "approved" and approval.grant
         done = await resume(paused.state.run_id, scripted_decide(Answer("written")), client,

@@ -164,3 +164,14 @@ def audit_steps(path: Path) -> list[dict[str, Any]]:
     from gateway.audit import iter_steps
 
     return list(iter_steps(audit_records(path)))
+
+
+def route_every_proxy_to(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    """Set ``url`` as every proxy variable httpx reads (``HTTP_PROXY``, ``HTTPS_PROXY``,
+    ``ALL_PROXY``, either case) with no ``NO_PROXY`` exception: a client that honours the
+    environment sends everything there."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, url)
+        monkeypatch.setenv(name.lower(), url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)

@@ -77,6 +77,7 @@ def _echo(seen: Seen) -> tuple[int, dict[str, str], bytes]:
 
 
 import pytest  # noqa: E402
+from tests.conftest import route_every_proxy_to  # noqa: E402
 
 
 @pytest.fixture
@@ -146,9 +147,5 @@ def proxy_env(http_server, monkeypatch: pytest.MonkeyPatch) -> RecordingServer:
     """A recording server set as every proxy variable httpx reads (``HTTP_PROXY``, ``HTTPS_PROXY``,
     ``ALL_PROXY``, either case; no ``NO_PROXY``): its ``connections`` count a client that used it."""
     proxy = http_server()
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        monkeypatch.setenv(name, proxy.base)
-        monkeypatch.setenv(name.lower(), proxy.base)
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
+    route_every_proxy_to(monkeypatch, proxy.base)
     return proxy

@@ -25,6 +25,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from policy_opa_server import REGO, OPAServer
 from policies import OPAEngine, PolicyError
+from tests.conftest import route_every_proxy_to
 
 pytestmark = pytest.mark.opa
 
@@ -71,11 +72,7 @@ class RecordingProxy:
 def proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingProxy]:
     """The recording proxy, set as every proxy variable httpx reads, with no exceptions."""
     proxy = RecordingProxy()
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        monkeypatch.setenv(name, proxy.url)
-        monkeypatch.setenv(name.lower(), proxy.url)
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
+    route_every_proxy_to(monkeypatch, proxy.url)
     yield proxy
     proxy.stop()
 

@@ -181,14 +181,10 @@ async def test_a_long_run_sees_a_tool_the_gateway_added_mid_run():
     assert seen == [["read_notes"], ["read_notes", "new_tool"]]
 
 
-class ListFailsAfterFirst(AsyncFakeTransport):
-    def __init__(self, fake: FakeGateway) -> None:
-        super().__init__(fake)
-        self.listed = 0
-
+class ListFailsAfterFirst(CountingTransport):
     async def list_tools(self):
-        self.listed += 1
-        if self.listed > 1:
+        if self.listed >= 1:
+            self.listed += 1
             raise TransportError("gateway UNAVAILABLE: down", status="UNAVAILABLE")
         return await super().list_tools()
 

@@ -19,7 +19,10 @@ text); one that does not compile raises ``PatternError``.
 which decide which properties ``patternProperties`` covered. ``FORMATS`` is 2020-12's format
 checker with ``regex`` checked as ECMA-262, failing closed: a format it has no checker for
 is an error, never a silent pass. ``schema_problems`` is what a tool schema must pass before
-the gateway uses it (``config.ToolConfig``, ``arguments.SchemaValidator``).
+the gateway uses it (``config.ToolConfig``, ``arguments.SchemaValidator``); that includes every
+pattern passing ``pattern_risk``, since regress has no step limit (a polynomial ``pattern`` is
+let through when its subschema's ``maxLength`` is at most ``SHORT_STRING``, and then the
+``pattern`` keyword never runs on a longer string).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import regress
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError, validators
 from jsonschema.exceptions import FormatError
 from referencing.jsonschema import DRAFT202012
+
+from gateway.pattern_risk import assess
 
 DIALECT = Draft202012Validator.META_SCHEMA["$id"]
 
@@ -59,7 +64,12 @@ def search(pattern: str, text: str) -> bool:
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not search(pattern, instance):
+    if not validator.is_type(instance, "string"):
+        return
+    limit = schema.get("maxLength")
+    if validator.is_type(limit, "integer") and len(instance) > limit:
+        return  # maxLength reports it; a pattern let through for short strings must not run on a long one
+    if not search(pattern, instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
@@ -198,14 +208,19 @@ Validator = validators.extend(
 
 _META = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=FORMATS)  # regex: ECMA-262
 
+SHORT_STRING = 256
+"""A ``pattern`` at risk of polynomial backtracking (degree <= 3) loads when its subschema's
+``maxLength`` is at most this: O(256^3) steps is milliseconds."""
+
 
 def schema_problems(schema: Any) -> list[str]:
     """Why ``schema`` cannot be used as a tool schema (empty when it can).
 
     It must be valid JSON Schema 2020-12 with every ``pattern`` and ``patternProperties``
-    key an ECMA-262 regular expression; every ``format`` must be one ``FORMATS`` checks;
-    and ``$schema`` may only name 2020-12, at the top (elsewhere, or naming another draft,
-    jsonschema would switch to its own validator class for that part, with ``re`` patterns).
+    key an ECMA-262 regular expression that cannot backtrack catastrophically (``_risky``);
+    every ``format`` must be one ``FORMATS`` checks; and ``$schema`` may only name 2020-12, at
+    the top (elsewhere, or naming another draft, jsonschema would switch to its own validator
+    class for that part, with ``re`` patterns).
     """
     found = []
     for error in _META.iter_errors(schema):
@@ -222,7 +237,42 @@ def schema_problems(schema: Any) -> list[str]:
     for where, dialect in _dialects(schema, ""):
         if where or validators.validator_for({"$schema": dialect}, default=Validator) is not Draft202012Validator:
             found.append(f"$schema {dialect!r} at {where or '/'}: only {DIALECT!r}, at the top, is supported")
-    return found
+    return found + list(_risky(schema, ""))
+
+
+def _risky(value: Any, where: str) -> Iterator[str]:
+    """Every pattern in the document that can backtrack catastrophically (``gateway.pattern_risk``).
+
+    Like ``_dialects`` it looks in every object, not only in subschemas: a ``$ref`` may point anywhere.
+    """
+    if isinstance(value, dict):
+        pattern, keys = value.get("pattern"), value.get("patternProperties")
+        if isinstance(pattern, str) and (reason := _risk(pattern, value)):
+            yield f"pattern {pattern!r} at {where}/pattern can backtrack catastrophically: {reason}"
+        for key in keys if isinstance(keys, dict) else ():
+            if reason := _risk(key, None):
+                yield f"patternProperties key {key!r} at {where}/patternProperties can backtrack catastrophically:" \
+                      f" {reason}"
+        for key, item in value.items():
+            yield from _risky(item, f"{where}/{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _risky(item, f"{where}/{i}")
+
+
+def _risk(pattern: str, subschema: dict | None) -> str | None:
+    """Why ``pattern`` is refused, or None; ``subschema`` holds it as ``pattern`` (None: a property-name pattern)."""
+    try:
+        compile_pattern(pattern)
+    except PatternError:
+        return None  # not a pattern jsonschema evaluates (the meta-schema check passed): data that looks like one
+    risk = assess(pattern)
+    if risk is None or risk.kind != "polynomial" or risk.degree > 3 or subschema is None:
+        return None if risk is None else risk.reason
+    limit = subschema.get("maxLength")
+    if type(limit) is int and limit <= SHORT_STRING:
+        return None
+    return f"{risk.reason}, or give the string a maxLength of at most {SHORT_STRING}"
 
 
 def without_dialect(schema: Any) -> Any:

@@ -213,7 +213,8 @@ def _string(schema: dict[str, Any]) -> list[Check]:
         if not isinstance(schema["pattern"], str):
             raise _Unsupported
         find = compile_pattern(schema["pattern"]).find  # compiled once, here
-        checks.append(lambda x: not isinstance(x, str) or find(x) is not None)
+        longest = high if high is not None else float("inf")  # a longer string fails maxLength: never searched
+        checks.append(lambda x: not isinstance(x, str) or len(x) > longest or find(x) is not None)
     return checks
 
 

@@ -72,6 +72,17 @@ def demo_config(tmp_path: Path, **overrides: Any) -> Config:
     return cfg.model_copy(update={"base_dir": str(DEMO_CONFIG.parent)}) if "policy" not in overrides else cfg
 
 
+def config_file_with_tool(tmp_path: Path, schema: dict[str, Any]) -> Path:
+    """The demo config with one read tool, ``lookup_order``, taking ``schema``, written to
+    tmp_path (to load with ``load_config``)."""
+    raw = yaml.safe_load(DEMO_CONFIG.read_text())
+    raw["tools"] = [{"name": "lookup_order", "input_schema": schema, "risk": {"side_effect": "read"},
+                     "executor": {"kind": "python", "callable": "gateway.testing:echo"}}]
+    path = tmp_path / "toolgate.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
 @pytest.fixture
 def config(tmp_path: Path) -> Config:
     return demo_config(tmp_path)

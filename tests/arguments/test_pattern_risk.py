@@ -15,10 +15,8 @@ import select
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,8 +24,8 @@ from gateway.arguments import SchemaValidator
 from gateway.config import ConfigError, load_config
 from gateway.ecma_regex import PatternError, compile_pattern, schema_problems
 from gateway.pattern_risk import assess, backtracking_risk
+from tests.conftest import config_file_with_tool
 
-DEMO_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "toolgate.yaml"
 
 # (pattern, the rule it breaks)
 FLAGGED = [
@@ -126,19 +124,10 @@ def test_the_reason_names_the_offending_part_and_a_fix():
     assert "mandatory character" in reason and "or use one repetition" in reason
 
 
-def _tool_config(tmp_path: Path, schema: dict) -> Path:
-    raw = yaml.safe_load(DEMO_CONFIG.read_text())
-    raw["tools"] = [{"name": "lookup_order", "input_schema": schema, "risk": {"side_effect": "read"},
-                     "executor": {"kind": "python", "callable": "gateway.testing:echo"}}]
-    path = tmp_path / "toolgate.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
-
-
 def test_a_tool_with_an_exponential_pattern_does_not_load(tmp_path):
     schema = {"type": "object", "properties": {"id": {"type": "string", "pattern": "^(a+)+$", "maxLength": 10}}}
     with pytest.raises(ConfigError) as caught:
-        load_config(_tool_config(tmp_path, schema))
+        load_config(config_file_with_tool(tmp_path, schema))
     message = str(caught.value)
     assert "'lookup_order'" in message
     assert "pattern '^(a+)+$' at /properties/id/pattern can backtrack catastrophically" in message

@@ -21,7 +21,9 @@ import yaml
 from gateway.arguments import args_hash
 from gateway.config import ConfigError, load_config
 from gateway.testing import start_gateway
-from tests.conftest import DEMO_CONFIG, TEST_TOOLS, Client, audit_records, audit_steps, demo_config
+from tests.conftest import (
+    DEMO_CONFIG, TEST_TOOLS, Client, audit_records, audit_steps, config_file_with_tool, demo_config,
+)
 
 ARGV_PRINTER = "import json, sys; print(json.dumps(sys.argv[1:]))"
 
@@ -150,20 +152,11 @@ async def test_an_integer_past_pythons_digit_limit_in_evidence_is_invalid_eviden
     assert _steps(running, resp.decision_id)["validate"] == "invalid_evidence"
 
 
-def _config_with_tool(tmp_path: Path, schema: dict[str, Any]) -> Path:
-    raw = yaml.safe_load(DEMO_CONFIG.read_text())
-    raw["tools"] = [{"name": "lookup_order", "input_schema": schema, "risk": {"side_effect": "read"},
-                     "executor": {"kind": "python", "callable": "gateway.testing:echo"}}]
-    path = tmp_path / "toolgate.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
-
-
 @pytest.mark.parametrize("pattern", ["^[A-Z]+\\Z", "(?P<id>[0-9]+)", "(unclosed"])
 def test_a_tool_whose_pattern_is_not_ecma_262_does_not_load(tmp_path, pattern):
     schema = {"type": "object", "properties": {"id": {"type": "string", "pattern": pattern}}}
     with pytest.raises(ConfigError) as caught:
-        load_config(_config_with_tool(tmp_path, schema))
+        load_config(config_file_with_tool(tmp_path, schema))
     message = str(caught.value)
     assert "'lookup_order'" in message and repr(pattern) in message and "ECMA-262" in message
 
@@ -171,10 +164,10 @@ def test_a_tool_whose_pattern_is_not_ecma_262_does_not_load(tmp_path, pattern):
 def test_a_tool_whose_pattern_property_is_not_ecma_262_does_not_load(tmp_path):
     schema = {"type": "object", "patternProperties": {"(?i)^x-": {"type": "string"}}}
     with pytest.raises(ConfigError, match=r"'lookup_order'.*'\(\?i\)\^x-'.*ECMA-262"):
-        load_config(_config_with_tool(tmp_path, schema))
+        load_config(config_file_with_tool(tmp_path, schema))
 
 
 def test_a_tool_whose_format_is_unchecked_does_not_load(tmp_path):
     schema = {"type": "object", "properties": {"when": {"type": "string", "format": "unix-time"}}}
     with pytest.raises(ConfigError, match=r"tools\.0\.input_schema: .*'lookup_order'.*format 'unix-time' has no checker"):
-        load_config(_config_with_tool(tmp_path, schema))
+        load_config(config_file_with_tool(tmp_path, schema))

@@ -215,9 +215,22 @@ class SchemaValidator:
         if self.valid is not None and self.valid(args):
             return []
         found = [
-            FieldError(_pointer(err.absolute_path), err.message) for err in self.validator.iter_errors(args)
+            FieldError(_pointer(err.absolute_path), _shortened(err.message)) for err in self.validator.iter_errors(args)
         ]
         return sorted(found, key=lambda e: (e.path, e.message))
+
+
+MAX_FIELD_MESSAGE = 300
+
+
+def _shortened(message: str) -> str:
+    """jsonschema quotes the whole value (``'…' is too long``): a longer message keeps its start
+    and its end (where the reason is) and says how much of the middle it left out, so an answer
+    never echoes a large argument back."""
+    if len(message) <= MAX_FIELD_MESSAGE:
+        return message
+    head, tail = MAX_FIELD_MESSAGE * 2 // 3, MAX_FIELD_MESSAGE // 3
+    return f"{message[:head]}…[{len(message) - head - tail:,} characters left out]…{message[-tail:]}"
 
 
 def _pointer(path: Any) -> str:

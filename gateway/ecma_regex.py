@@ -17,7 +17,8 @@ text); one that does not compile raises ``PatternError``.
 ``Validator`` is Draft 2020-12 with the keywords that evaluate patterns replaced —
 ``pattern``, ``patternProperties``, and ``additionalProperties``/``unevaluatedProperties``,
 which decide which properties ``patternProperties`` covered. ``FORMATS`` is 2020-12's format
-checker with ``regex`` checked as ECMA-262, failing closed: a format it has no checker for
+checker with ``regex`` checked as ECMA-262 (and ``iri``, ``iri-reference``, ``uri-template`` by
+``gateway.uri_formats``, in linear time), failing closed: a format it has no checker for
 is an error, never a silent pass. ``schema_problems`` is what a tool schema must pass before
 the gateway uses it (``config.ToolConfig``, ``arguments.SchemaValidator``); that includes every
 pattern passing ``pattern_risk``, since regress has no step limit (a polynomial ``pattern`` is
@@ -28,13 +29,14 @@ let through when its subschema's ``maxLength`` is at most ``SHORT_STRING``, and 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import regress
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError, validators
 from jsonschema.exceptions import FormatError
 from referencing.jsonschema import DRAFT202012
 
+from gateway import uri_formats
 from gateway.pattern_risk import assess
 
 DIALECT = Draft202012Validator.META_SCHEMA["$id"]
@@ -44,7 +46,16 @@ class PatternError(ValueError):
     """A pattern is not an ECMA-262 regular expression (in Unicode mode)."""
 
 
+MAX_ALTERNATIVES = 1000
+"""regress compiles a disjunction recursively: some 45,000 alternatives overflow an 8 MB stack
+and kill the process (10,000–20,000 on a 2 MB thread stack), so a pattern with more ``|`` than
+this (counted anywhere, even escaped or in a class) is refused before it reaches regress."""
+
+
 def _compile(pattern: str) -> regress.Regex:
+    if pattern.count("|") > MAX_ALTERNATIVES:
+        raise PatternError(f"a pattern with more than {MAX_ALTERNATIVES} '|' is refused: the ECMA-262 engine"
+                           " cannot compile that many alternatives safely")
     try:
         return regress.Regex(pattern, "u")
     except regress.RegressError as exc:
@@ -182,6 +193,10 @@ class _FailClosedFormats(FormatChecker):
         super().check(instance, format)
 
 
+def _string_format(check: Callable[[str], bool]) -> Callable[[object], bool]:
+    return lambda instance: not isinstance(instance, str) or check(instance)
+
+
 def _is_regex(instance: object) -> bool:
     if isinstance(instance, str):
         _compile(instance)  # uncached: this text comes from a call, not from a schema
@@ -191,6 +206,8 @@ def _is_regex(instance: object) -> bool:
 FORMATS = _FailClosedFormats(())
 FORMATS.checkers = dict(Draft202012Validator.FORMAT_CHECKER.checkers)
 FORMATS.checks("regex", raises=PatternError)(_is_regex)
+for _name, _check in uri_formats.CHECKERS.items():  # linear time, in place of jsonschema's (or none)
+    FORMATS.checks(_name)(_string_format(_check))
 
 Validator = validators.extend(
     Draft202012Validator,

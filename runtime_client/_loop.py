@@ -5,6 +5,11 @@ sees a copy of the state). Every state change goes through the event log; every 
 emits a trace event; the state is checkpointed after every step and at an approval pause.
 The calls of one batch are all recorded before the run stops, by ``STOP_PRECEDENCE``; a run
 that stops for any reason but ``awaiting_approval`` keeps no pending approval.
+
+Cancelling the task stops the run ``cancelled`` and checkpoints it, also while ``resume``
+redeems approvals (the call in flight is noted as cancelled, its outcome unknown, and the
+approvals not yet redeemed are abandoned); a resume cancelled while it only waited for
+approvals leaves the run paused as it was.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ Decide = Callable[..., Any]
 
 _UNSET: Any = object()
 BLOCKING_CODES = frozenset({"rate_limited", "concurrency_limited", "approval_pending"})
+MAX_SHOWN_INPUT = 300
+"""Characters of a call's input quoted back to the model in a ``not_run`` note."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,10 +206,22 @@ class _Runner:
         for batch in batches(planned, self.tools):
             if self.state.stop_reason is not None:
                 for p in batch:
-                    self.observe(step, "runtime", f"skipped {p.call.name}: run stopped", tool=p.call.name)
+                    self._not_run(step, p.call, self.state.stop_reason)
                 continue
             outcomes = await run_batch(self.gateway, self.state.run_id, step, batch)
             self.settle(step, [self.handle(step, o) for o in outcomes])
+
+    def _not_run(self, step: int, call: ToolCall, reason: StopReason) -> None:
+        """A call of the decision that the batch before it kept from running. The model is
+        told, as it is told every call's result, so no call it issued goes unanswered."""
+        why = ("the run paused for approval of an earlier call" if reason is StopReason.AWAITING_APPROVAL
+               else f"the run stopped ({reason.value})")
+        self.observe(step, "runtime", f"{call.name} not run: {why}", tool=call.name, code="not_run",
+                     status="skipped", data={"input": call.input, "reason": reason.value})
+        shown = render_tool_output(call.input)
+        shown = shown if len(shown) <= MAX_SHOWN_INPUT else shown[:MAX_SHOWN_INPUT] + "…"
+        self.log.record("message_added", role="assistant", content=f"[runtime] {call.name} {shown} "
+                        f"was not run: {why}; call it again if it is still needed.")
 
     # ------------------------------------------------------------ outcomes
 
@@ -265,6 +284,18 @@ class _Runner:
 
     # ------------------------------------------------------------ resume
 
+    async def resume(self, wait: float | None) -> None:
+        """Redeem the pause's approvals, then loop. A cancel after the first redeeming call
+        stops the run ``cancelled``; before it (still waiting) the pause stays as it was."""
+        try:
+            if await self.redeem(wait) and self.state.stop_reason is None:
+                await self.run()
+        except asyncio.CancelledError:
+            self.stop(StopReason.CANCELLED, self.state.steps)  # no-op while still paused
+            raise
+        finally:
+            self.checkpoint()
+
     async def redeem(self, wait: float | None) -> bool:
         """Run approved pending calls exactly once. False when an approval is still pending.
 
@@ -297,7 +328,13 @@ class _Runner:
                               f"{pending.idempotency_key}:approved")
         grant = approval.grant
         extra = {"approval_grant": grant} if grant else {"approval_id": pending.approval_id}
-        outcome = await call_one(self.gateway, self.state.run_id, pending.step, planned, **extra)
+        try:
+            outcome = await call_one(self.gateway, self.state.run_id, pending.step, planned, **extra)
+        except asyncio.CancelledError:
+            self.observe(pending.step, "tool", f"{pending.tool}: cancelled while redeeming approval "
+                         f"{pending.approval_id}; the gateway may have run it", tool=pending.tool,
+                         code="cancelled", status="unknown", data={"approval_id": pending.approval_id})
+            raise
         if outcome.result is None:
             # the gateway may or may not have run it: keep the approval, so the next
             # resume asks again with the same idempotency key and learns the outcome
@@ -350,7 +387,5 @@ async def resume(run_id: str, decide: Decide, gateway: AsyncGatewayClient, *,
                      context, stop_on_tool_error)
     if state.stop_reason is not StopReason.AWAITING_APPROVAL:
         return runner.result()
-    if await runner.redeem(wait) and runner.state.stop_reason is None:
-        await runner.run()
-    runner.checkpoint()
+    await runner.resume(wait)
     return runner.result()

@@ -7,7 +7,8 @@
 Every call still goes through the gateway; an approval-required or refused outcome is
 reported to the framework as a tool error it can show, never silently dropped. Each adapter
 remembers the approval id of a call awaiting approval (``ApprovalMemory``), so the same call
-with the same arguments, made again once approved, runs (once).
+with the same arguments, made again once approved, runs (once); identical calls made
+concurrently share that one approval request.
 """
 
 from runtime_client.adapters._common import ApprovalMemory, CallText, call_text

@@ -5,13 +5,22 @@ adapter redeem an approval: it remembers the approval id the gateway returned fo
 (run, tool, exact arguments), and ``execute`` presents it when the same call comes again,
 so a model that retries after approval runs the approved call (the gateway verifies the
 approver-signed grant against the hash of the arguments it is given, and runs it once).
+
+Identical calls made concurrently (a framework running a model's tool calls in parallel) go
+to the gateway one at a time, so each sees what the one before it left in the memory: while
+an approval is pending they all wait on that one request (no orphaned second request for
+the approver), and once it is approved exactly one of them runs; the next asks anew.
+Different calls still run in parallel.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from runtime_client._client import AsyncGatewayClient
@@ -36,12 +45,21 @@ class CallText:
     code: str
 
 
+@dataclass(slots=True)
+class _Turns:
+    """The calls with one key that are in flight or waiting, taking turns on ``lock``."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
 class ApprovalMemory:
     """Approval ids by (run id, tool, canonical arguments), newest last, at most ``limit``.
 
     The key is only for lookup (sorted keys, compact JSON); the gateway itself re-checks the
     grant's binding to the arguments' hash. An entry lives while the approval is pending and is
     forgotten once the call returns anything else (executed, refused, rejected, expired).
+    ``turn(key)`` lets calls with the same key reach the gateway one at a time.
     """
 
     def __init__(self, limit: int = MAX_REMEMBERED_APPROVALS) -> None:
@@ -49,6 +67,23 @@ class ApprovalMemory:
             raise ValueError("limit must be at least 1")
         self._limit = limit
         self._ids: OrderedDict[_Key, str] = OrderedDict()
+        self._turns: dict[_Key, _Turns] = {}
+
+    @asynccontextmanager
+    async def turn(self, key: _Key | None) -> AsyncIterator[None]:
+        """Wait until no other call with ``key`` is at the gateway (None: no wait)."""
+        if key is None:
+            yield
+            return
+        turns = self._turns.setdefault(key, _Turns())
+        turns.users += 1
+        try:
+            async with turns.lock:
+                yield
+        finally:
+            turns.users -= 1
+            if not turns.users:
+                del self._turns[key]
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -84,13 +119,16 @@ async def execute(client: AsyncGatewayClient, memory: ApprovalMemory, tool: str,
                   args: dict[str, Any], *, run_id: str = "") -> ToolResult:
     """One adapter call: presents the remembered approval id for this exact call, if any.
 
-    A transport error leaves the entry in place: the gateway may have run the call, and
-    presenting the id again returns its stored outcome instead of running it twice."""
+    Identical calls take turns (``ApprovalMemory.turn``), so concurrent ones share one
+    pending approval and one approval runs one of them. A transport error leaves the entry
+    in place: the gateway may have run the call, and presenting the id again returns its
+    stored outcome instead of running it twice."""
     key = memory.key(run_id, tool, args)
-    approval_id = memory.get(key)
-    fields = {"approval_id": approval_id} if approval_id else {}
-    result = await client.execute(tool, args, run_id=run_id, **fields)
-    memory.update(key, result)
+    async with memory.turn(key):
+        approval_id = memory.get(key)
+        fields = {"approval_id": approval_id} if approval_id else {}
+        result = await client.execute(tool, args, run_id=run_id, **fields)
+        memory.update(key, result)
     return result
 
 

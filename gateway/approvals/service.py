@@ -12,6 +12,7 @@ Errors raised to the servicer (one root, ``ApprovalError``)::
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 import uuid
 from datetime import datetime, timezone
@@ -245,6 +246,20 @@ class ApprovalService:
         self.audit.flush()
         if event in ("requested", "approved", "granted", "rejected", "expired", "executed"):
             self.events.publish(event, rec)
+
+    def refused_at_edge(self, identity: Identity, method: str, approval_id: str, reason: str) -> None:
+        """Audit a request refused before it reached the service (a malformed ``approval_id``):
+        event ``refused``, code ``invalid_arguments``, the caller and the method. The id it named
+        is hostile input, so it is kept only as ``approval_id_escaped`` (its first 64 characters
+        with everything outside printable ASCII escaped: no control, line-breaking or terminal
+        character reaches a reader of the log) and ``approval_id_sha256`` (the whole id, UTF-8)."""
+        self.audit.record(
+            "approval", decision_id=str(uuid.uuid4()), code=str(Code.INVALID_ARGUMENTS), action="refused",
+            method=method, tenant=identity.tenant, agent=identity.agent, user=identity.user, reason=reason,
+            approval_id_escaped=approval_id[:64].encode("unicode_escape").decode("ascii"),
+            approval_id_sha256="sha256:" + hashlib.sha256(approval_id.encode("utf-8", "surrogatepass")).hexdigest(),
+            approval_id_length=len(approval_id), at=self.clock())
+        self.audit.flush()
 
     def _failed(self, rec: ApprovalRecord, reason: str, **fields: Any) -> None:
         self._event("verification_failed", rec, Code.INVALID_APPROVAL, reason=reason, **fields)

@@ -2,7 +2,9 @@
 
 Status codes: PERMISSION_DENIED for a role that may not do this (an agent approving),
 NOT_FOUND for requests the caller cannot see, FAILED_PRECONDITION with the stable outcome
-code as details for refused tokens or finished requests.
+code as details for refused tokens or finished requests, INVALID_ARGUMENT for a malformed
+approval_id (refused here, before the store, and audited: event ``refused``, code
+``invalid_arguments``; see ``ApprovalService.refused_at_edge``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from gateway.store.base import ApprovalRecord
 MAX_ID = 128
 _ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_ID}}}")
 """Ids the service makes are UUIDs; anything else (a control character, a space) is a caller's mistake."""
+_BAD_ID = f"approval_id must be 1 to {MAX_ID} printable ASCII characters"
+_METHOD = f"/{pb.DESCRIPTOR.services_by_name['Approvals'].full_name}/"
+"""Method names in audit records, as the authentication refusals write them."""
 _WATCH_TICK = 1.0
 
 
@@ -66,19 +71,19 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
 
     async def Get(self, request: pb.GetApprovalRequest, context: grpc.aio.ServicerContext) -> pb.Approval:
         identity = require_identity()
-        await _check_id(context, request.approval_id)
+        await self._check_id(context, identity, "Get", request.approval_id)
         rec = await self._call(context, self._svc.get(identity, request.approval_id))
         return record_to_proto(rec, identity)
 
     async def Submit(self, request: pb.SubmitApprovalRequest, context: grpc.aio.ServicerContext) -> pb.Approval:
         identity = require_identity()
-        await _check_id(context, request.approval_id)
+        await self._check_id(context, identity, "Submit", request.approval_id)
         rec = await self._call(context, self._svc.submit(identity, request.approval_id, request.token))
         return record_to_proto(rec, identity)
 
     async def Reject(self, request: pb.RejectApprovalRequest, context: grpc.aio.ServicerContext) -> pb.Approval:
         identity = require_identity()
-        await _check_id(context, request.approval_id)
+        await self._check_id(context, identity, "Reject", request.approval_id)
         rec = await self._call(context, self._svc.reject(identity, request.approval_id, request.token))
         return record_to_proto(rec, identity)
 
@@ -86,7 +91,7 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
         identity = require_identity()
         one = request.approval_id
         if one:
-            await _check_id(context, one)
+            await self._check_id(context, identity, "Watch", one)
             await self._call(context, self._svc.get(identity, one))  # visibility check first
         elif "approver" not in identity.roles:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, "agents may watch only their own request by id")
@@ -110,6 +115,13 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
         finally:
             self._watching.leave()
 
+    async def _check_id(self, context: grpc.aio.ServicerContext, identity: Identity, method: str,
+                        approval_id: str) -> None:
+        """Refuse a malformed id before it reaches the store; the refusal is audited like the service's own."""
+        if not _ID.fullmatch(approval_id):
+            self._svc.refused_at_edge(identity, _METHOD + method, approval_id, _BAD_ID)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _BAD_ID)
+
     async def _call(self, context: grpc.aio.ServicerContext, awaitable: Any) -> Any:
         try:
             return await awaitable
@@ -122,8 +134,3 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
             await context.abort(status, json.dumps({"code": str(exc.code), "message": str(exc)}))
         except ApprovalError as exc:  # pragma: no cover - every subclass is handled above
             await context.abort(grpc.StatusCode.INTERNAL, str(exc))
-
-
-async def _check_id(context: grpc.aio.ServicerContext, approval_id: str) -> None:
-    if not _ID.fullmatch(approval_id):
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "approval_id must be 1 to 128 printable ASCII characters")

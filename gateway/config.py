@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import ssl
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 SideEffect = Literal["none", "read", "write", "external_write", "destructive"]
 Reversibility = Literal["reversible", "irreversible"]
@@ -153,6 +156,9 @@ class PolicyConfig(_Strict):
     """Evaluation timeout; a timeout denies with policy_unavailable."""
     opa_url: str = "http://127.0.0.1:8181"
     """OPA server (engine: opa): http://host:port[/prefix], unix:///path/opa.sock, or https://..."""
+    opa_ca_file: str = ""
+    """CA bundle (PEM) an ``https://`` opa_url's certificate must chain to, used instead of
+    SSL_CERT_FILE, SSL_CERT_DIR and certifi; relative to the config file, loaded at start."""
     shadow_bundle: str = ""
     """A candidate policy folder evaluated beside the enforced one; differences are logged only."""
     reload_on_change: bool = False
@@ -260,6 +266,28 @@ class Config(_Strict):
                 )
             if self.observability.get("metrics_port") is not None:
                 raise ValueError(f"workers: {self.workers} cannot share one metrics_port; run one worker for metrics")
+        return self
+
+    @model_validator(mode="after")
+    def _opa_ca_file_loads(self) -> "Config":
+        """A set ``policy.opa_ca_file`` is an https OPA's trust anchor: it must load now, not at the first call."""
+        if not self.policy.opa_ca_file:
+            return self
+        if urlsplit(self.policy.opa_url).scheme != "https":
+            raise PydanticCustomError(
+                "opa_ca_file_needs_https", "policy.opa_ca_file is set but policy.opa_url is not https://")
+        path = self.resolve(self.policy.opa_ca_file)
+        try:
+            ssl.create_default_context(cafile=path)
+        except FileNotFoundError:
+            raise PydanticCustomError("opa_ca_file_missing", "policy.opa_ca_file: {path}: no such file",
+                                      {"path": str(path)}) from None
+        except ssl.SSLError:  # before OSError, its base: the file was read
+            raise PydanticCustomError("opa_ca_file_invalid", "policy.opa_ca_file: {path}: no PEM certificate in it",
+                                      {"path": str(path)}) from None
+        except OSError as exc:
+            raise PydanticCustomError("opa_ca_file_unreadable", "policy.opa_ca_file: {path}: cannot be read ({why})",
+                                      {"path": str(path), "why": exc.strerror or type(exc).__name__}) from None
         return self
 
     def resolve(self, path: str) -> Path:

@@ -14,7 +14,8 @@ def build_engine(config: Config) -> PolicyEngine:
     """The engine ``config.policy`` asks for, loaded and ready.
 
     embedded: the bundle at ``config.policy_bundle_path`` compiled in-process.
-    opa: a client for the OPA server at ``config.policy.opa_url`` (OPA loads the bundle).
+    opa: a client for the OPA server at ``config.policy.opa_url`` (OPA loads the bundle),
+    trusting only ``config.policy.opa_ca_file`` for an https URL when that is set.
     With ``policy.shadow_bundle`` set, the engine is wrapped in a ``ShadowEngine`` whose
     candidate is that bundle on the embedded engine.
     Raises ``PolicyLoadError`` when the embedded bundle does not load.
@@ -42,5 +43,6 @@ def _primary(config: Config) -> PolicyEngine:
     if policy.engine == "opa":
         from policies.opa import OPAEngine
 
-        return OPAEngine(policy.opa_url, query=policy.query, timeout_ms=policy.timeout_ms)
+        ca_file = config.resolve(policy.opa_ca_file) if policy.opa_ca_file else None
+        return OPAEngine(policy.opa_url, query=policy.query, timeout_ms=policy.timeout_ms, ca_file=ca_file)
     raise ValueError(f"unknown policy engine {policy.engine!r}")

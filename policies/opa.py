@@ -35,9 +35,9 @@ Straight to OPA, never through a proxy: one would see every policy input and cou
 ``allow`` itself. ``policies._http`` does not read the environment; the httpx clients here
 (``https://`` decisions, ``reload`` over every transport) have ``trust_env=False``, so
 ``HTTP_PROXY``, ``HTTPS_PROXY`` and ``ALL_PROXY`` do not apply to them. That switch would
-also drop ``SSL_CERT_FILE`` and ``SSL_CERT_DIR``, the only way to trust a private CA for
-OPA (the configuration has no CA option), so ``_tls_context`` keeps httpx's default choice
-of certificates.
+also drop ``SSL_CERT_FILE`` and ``SSL_CERT_DIR``, so without ``ca_file`` (``policy.opa_ca_file``)
+``_tls_context`` keeps httpx's default choice of certificates; with it, OPA's certificate must
+chain to that bundle alone.
 
 The whole call (waiting for a pooled connection, dialing, the exchange, and the one retry
 ``policies._http`` allows on a stale kept-alive connection) is bounded by ``timeout_ms``
@@ -59,6 +59,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import re
 import ssl
 from typing import Any, Protocol
@@ -92,13 +93,17 @@ class OPAEngine:
         query: str = "data.toolgate.decision",
         timeout_ms: int = 500,
         transport: httpx.AsyncBaseTransport | None = None,
+        ca_file: str | os.PathLike[str] | None = None,
     ) -> None:
         """Does not contact OPA (so the gateway starts and denies while OPA is down).
 
         ``url``: ``http://host:port[/prefix]``, ``unix:///path/to/opa.sock`` or ``https://...``.
         ``transport``: an httpx transport to use instead of the built-in client (a test seam).
+        ``ca_file``: for ``https://``, the CA bundle (PEM) OPA's certificate must chain to,
+        instead of ``SSL_CERT_FILE``, ``SSL_CERT_DIR`` or certifi.
         Raises ``ValueError`` for another kind of URL, one with credentials, a query or a
-        fragment, a query that is not a ``data.a.b`` path, or a non-positive timeout.
+        fragment, a query that is not a ``data.a.b`` path, a non-positive timeout, or a
+        ``ca_file`` with a URL that is not ``https://`` or that does not load.
         """
         if timeout_ms <= 0:
             raise ValueError("timeout_ms must be positive")
@@ -107,9 +112,13 @@ class OPAEngine:
         self._query = query
         self._data_path(query)
         self._timeout_s = timeout_ms / 1000
+        https = urlsplit(self._url).scheme == "https"
+        if ca_file is not None and not https:
+            raise ValueError("ca_file applies to an https:// OPA URL only")
+        self._ca_file = ca_file
         self._sender: _Sender
-        if transport is not None or urlsplit(self._url).scheme == "https":
-            self._sender = _HttpxSender(self._url, self._timeout_s, transport)
+        if transport is not None or https:
+            self._sender = _HttpxSender(self._url, self._timeout_s, transport, ca_file)
         else:
             self._sender = Http11Pool(Endpoint(self._url), max_body=MAX_ANSWER_BYTES)
         self._version = f"opa:{self._url}"
@@ -136,7 +145,7 @@ class OPAEngine:
         Raises ``PolicyLoadError`` when OPA cannot be asked; the old version is kept.
         """
         try:
-            with _sync_client(self._url, max(self._timeout_s, 2.0)) as client:
+            with _sync_client(self._url, max(self._timeout_s, 2.0), self._ca_file) as client:
                 response = client.get("/v1/policies")
             response.raise_for_status()
             policies = response.json()["result"]
@@ -183,14 +192,14 @@ class _HttpxSender:
     """``https://`` OPA (or a test transport): httpx, its errors translated to ours."""
 
     def __init__(self, url: str, timeout_s: float, transport: httpx.AsyncBaseTransport | None,
-                 max_body: int = MAX_ANSWER_BYTES) -> None:
+                 ca_file: str | os.PathLike[str] | None = None, max_body: int = MAX_ANSWER_BYTES) -> None:
         self._max_body = max_body
         self._client = httpx.AsyncClient(
             base_url=url,
             timeout=httpx.Timeout(timeout_s),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
             transport=transport,
-            verify=_tls_context() if transport is None else True,
+            verify=_tls_context(ca_file) if transport is None else True,
             trust_env=False,  # no proxy from the environment (module docstring)
         )
 
@@ -215,18 +224,27 @@ class _HttpxSender:
         await self._client.aclose()
 
 
-def _sync_client(url: str, timeout_s: float) -> httpx.Client:
+def _sync_client(url: str, timeout_s: float, ca_file: str | os.PathLike[str] | None = None) -> httpx.Client:
     """A one-off client for ``reload`` (not on the hot path), Unix socket URLs included; no
     proxy from the environment (module docstring)."""
     parts = urlsplit(url)
     if parts.scheme == "unix":
         transport = httpx.HTTPTransport(uds=parts.path, trust_env=False)
         return httpx.Client(base_url="http://localhost", timeout=timeout_s, transport=transport, trust_env=False)
-    return httpx.Client(base_url=url, timeout=timeout_s, verify=_tls_context(), trust_env=False)
+    return httpx.Client(base_url=url, timeout=timeout_s, verify=_tls_context(ca_file), trust_env=False)
 
 
-def _tls_context() -> ssl.SSLContext:
-    """What ``https://`` OPA is verified against, as httpx chooses by default: the CA file in
-    ``SSL_CERT_FILE``, else the CA folder in ``SSL_CERT_DIR``, else certifi's bundle (made
-    here because ``trust_env=False``, there to keep proxies out, would drop the first two)."""
-    return httpx.create_ssl_context(trust_env=True)
+def _tls_context(ca_file: str | os.PathLike[str] | None = None) -> ssl.SSLContext:
+    """What ``https://`` OPA is verified against: ``ca_file`` alone when given, else as httpx
+    chooses by default: the CA file in ``SSL_CERT_FILE``, else the CA folder in
+    ``SSL_CERT_DIR``, else certifi's bundle (made here because ``trust_env=False``, there to
+    keep proxies out, would drop the first two). Either way hostnames are checked.
+
+    Raises ``ValueError`` when ``ca_file`` does not load.
+    """
+    if ca_file is None:
+        return httpx.create_ssl_context(trust_env=True)
+    try:
+        return ssl.create_default_context(cafile=os.fspath(ca_file))
+    except OSError as exc:  # ssl.SSLError included: no PEM certificate in it
+        raise ValueError(f"OPA CA file {os.fspath(ca_file)!r} does not load: {type(exc).__name__}: {exc}") from exc

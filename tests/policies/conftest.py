@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from policy_opa_server import REGO, OPAServer, UnixSocketOPA, opa_path
+from policy_opa_server import REGO, OPAServer, UnixSocketOPA, opa_path, tls_files
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +21,17 @@ def opa_server(opa_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     server = OPAServer(opa_binary, REGO, tmp_path_factory.mktemp("opa"))
     server.start()
     yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def tls_opa(opa_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OPAServer, Path]]:
+    """OPA serving the default bundle over ``https://``, and the file of the CA that signed its certificate."""
+    logs, certs = tmp_path_factory.mktemp("opa-tls-logs"), tmp_path_factory.mktemp("opa-tls-certs")
+    tls = tls_files(certs)  # apart from the log: OPA reloads its certificate when their folder changes
+    server = OPAServer(opa_binary, REGO, logs, tls=tls)
+    server.start()
+    yield server, tls[0]
     server.stop()
 
 

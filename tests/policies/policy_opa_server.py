@@ -1,5 +1,5 @@
 """Real OPA servers for the policy tests (helpers; the fixtures are in conftest.py): on TCP,
-optionally with TLS, and on a Unix socket.
+optionally with TLS (``tls_files`` makes a CA and a certificate it signed), and on a Unix socket.
 
 The binary comes from ``$TOOLGATE_OPA`` (the Makefile sets it), else the Makefile's cache
 (``~/.cache/toolgate/opa-v1.22.0/opa``). Without it the OPA tests are skipped with the
@@ -8,6 +8,8 @@ reason — or fail when ``CI=true``, so CI cannot go green without running them.
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import os
 import shutil
 import socket
@@ -19,6 +21,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from policies.testing import OPA_VERSION
 
@@ -41,6 +47,39 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def tls_files(folder: Path) -> tuple[Path, Path, Path]:
+    """A fresh CA (so in no trust store), and a certificate for 127.0.0.1 it signed:
+    (CA file, certificate file, key file)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    valid = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=1))
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "toolgate test CA")])
+    ca = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(valid[0]).not_valid_after(valid[1])
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert = (
+        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "opa")]))
+        .issuer_name(ca_name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(valid[0]).not_valid_after(valid[1])
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    files = folder / "ca.pem", folder / "opa.pem", folder / "opa.key"
+    files[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files[2].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return files
 
 
 class OPAServer:

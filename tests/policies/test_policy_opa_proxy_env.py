@@ -9,21 +9,13 @@ one with a forged ``allow``; the OPA servers are real.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import socketserver
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from policy_opa_server import REGO, OPAServer
 from policies import OPAEngine, PolicyError
 from tests.conftest import route_every_proxy_to
 
@@ -75,49 +67,6 @@ def proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingProxy]:
     route_every_proxy_to(monkeypatch, proxy.url)
     yield proxy
     proxy.stop()
-
-
-def _tls_files(folder: Path) -> tuple[Path, Path, Path]:
-    """A CA, and a certificate for 127.0.0.1 it signed: (CA file, certificate file, key file)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    valid = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=1))
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "toolgate test CA")])
-    ca = (
-        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(valid[0]).not_valid_after(valid[1])
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    cert = (
-        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "opa")]))
-        .issuer_name(ca_name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(valid[0]).not_valid_after(valid[1])
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    files = folder / "ca.pem", folder / "opa.pem", folder / "opa.key"
-    files[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    files[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    files[2].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return files
-
-
-@pytest.fixture(scope="module")
-def tls_opa(opa_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OPAServer, Path]]:
-    """OPA serving the default bundle over ``https://``, and the file of the CA that signed its certificate."""
-    logs, certs = tmp_path_factory.mktemp("opa-tls-logs"), tmp_path_factory.mktemp("opa-tls-certs")
-    tls = _tls_files(certs)  # apart from the log: OPA reloads its certificate when their folder changes
-    server = OPAServer(opa_binary, REGO, logs, tls=tls)
-    server.start()
-    yield server, tls[0]
-    server.stop()
 
 
 @pytest.fixture(params=["http", "https", "unix"])

@@ -79,7 +79,7 @@ def test_reload_with_a_malformed_policy_list_is_a_load_error(policies, monkeypat
     from policies import PolicyLoadError
     from policies import opa as opa_module
 
-    def client(url, timeout_s):
+    def client(url, timeout_s, ca_file=None):
         return httpx.Client(base_url=url, transport=httpx.MockTransport(
             lambda request: httpx.Response(200, json={"result": policies})))
 

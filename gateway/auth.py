@@ -4,7 +4,9 @@ Keys arrive as ``x-api-key: <key>`` or ``authorization: Bearer <key>`` and are l
 their sha256 (the config stores only hashes). Every toolgate.v1 service is added to the server
 through ``AuthenticatedServer``, which wraps each method's handler once, at registration:
 an unknown or missing key is audited and aborted with UNAUTHENTICATED before the handler
-runs; health and reflection, added to the server directly, stay open for probes.
+runs, and before the request message is decoded (a caller with no key gets no parser; bytes
+that do not decode, from a caller with a key, are audited and refused INVALID_ARGUMENT);
+health and reflection, added to the server directly, stay open for probes.
 
 Not a ``grpc.aio.ServerInterceptor``: an interceptor runs a coroutine and builds a new
 handler on every call (~18 µs per call measured); wrapping at registration does the same
@@ -30,6 +32,7 @@ from typing import Any, Callable, Iterable
 import grpc
 
 from gateway.audit import AuditLog
+from gateway.codes import Code
 from gateway.config import IdentityConfig
 from gateway.edge_limits import WrappedGeneric
 from gateway.models import Identity
@@ -91,16 +94,17 @@ class AuthenticatedServer:
         )
 
     def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        """The wrapped handler takes the request undecoded (no ``request_deserializer``): the
+        wrapper decodes it once the caller is known."""
+        decode = handler.request_deserializer or (lambda raw: raw)
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._wrap_unary(handler.unary_unary, method),
-                request_deserializer=handler.request_deserializer,
+                self._wrap_unary(handler.unary_unary, method, decode),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._wrap_stream(handler.unary_stream, method),
-                request_deserializer=handler.request_deserializer,
+                self._wrap_stream(handler.unary_stream, method, decode),
                 response_serializer=handler.response_serializer,
             )
         raise ValueError(f"{method}: only unary and server-streaming methods can be authenticated")
@@ -111,6 +115,19 @@ class AuthenticatedServer:
             self._audit_refusal(method, context.peer())
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown API key")
         return identity  # type: ignore[return-value]
+
+    async def _decode(self, context: grpc.aio.ServicerContext, method: str, identity: Identity,
+                      decode: Callable[[bytes], Any], raw: bytes) -> Any:
+        """The request message; bytes that do not decode are audited (``request``,
+        ``invalid_arguments``, the caller) and refused with INVALID_ARGUMENT."""
+        try:
+            return decode(raw)
+        except Exception as exc:  # whatever the decoder raises (a DecodeError): the bytes are the caller's
+            self._audit.record("request", decision_id=str(uuid.uuid4()), code=str(Code.INVALID_ARGUMENTS),
+                               method=method, peer=context.peer(), tenant=identity.tenant, agent=identity.agent,
+                               user=identity.user, reason=f"undecodable request message ({type(exc).__name__})")
+            self._audit.flush()
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the request message could not be decoded")
 
     def _audit_refusal(self, method: str, peer: str) -> None:
         now = time.monotonic()
@@ -131,9 +148,10 @@ class AuthenticatedServer:
         self._audit.record("authenticate", decision_id=str(uuid.uuid4()), code="unauthenticated", suppressed=count)
         self._audit.flush()
 
-    def _wrap_unary(self, behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
-        async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    def _wrap_unary(self, behavior: Callable[..., Any], method: str, decode: Callable[[bytes], Any]) -> Callable[..., Any]:
+        async def wrapper(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
             identity = await self._identify(context, method)
+            request = await self._decode(context, method, identity, decode, raw)
             token = current_identity.set(identity)
             try:
                 return await behavior(request, context)
@@ -142,9 +160,10 @@ class AuthenticatedServer:
 
         return wrapper
 
-    def _wrap_stream(self, behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
-        async def wrapper(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    def _wrap_stream(self, behavior: Callable[..., Any], method: str, decode: Callable[[bytes], Any]) -> Callable[..., Any]:
+        async def wrapper(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
             identity = await self._identify(context, method)
+            request = await self._decode(context, method, identity, decode, raw)
             token = current_identity.set(identity)
             try:
                 async for item in behavior(request, context):

@@ -1,11 +1,14 @@
 """The approval flow, independent of gRPC: create requests, read them, submit signed
 approvals and rejections, issue grants, expire. The servicer and the pipeline gate call it.
 
-Errors raised to the servicer (one root, ``ApprovalError``)::
+Errors raised to the servicer (one root, ``ApprovalError``; each has the ``code`` its refusal
+is audited with, and ``audited`` once the service has written the refusal itself)::
 
     ApprovalError
-    ├── NotFound          no such request visible to this caller (also: another tenant's)
-    ├── PermissionDenied  the caller's role may not do this (e.g. an agent approving)
+    ├── NotFound          no such request visible to this caller: none, another tenant's, or
+    │                     another agent's (``invalid_approval``, as the gate codes an unknown id)
+    ├── PermissionDenied  the caller's role may not do this, e.g. an agent approving
+    │                     (``permission_denied``)
     └── Refusal           the request or token was refused; ``code`` is the stable outcome code
 """
 
@@ -36,21 +39,32 @@ _STATUS_CODE = {S.REJECTED: Code.APPROVAL_REJECTED, S.EXPIRED: Code.APPROVAL_EXP
 class ApprovalError(Exception):
     """Root of the errors the approval service raises to its callers."""
 
+    code: Code = Code.INTERNAL_ERROR
+    """The stable code the refusal is audited with."""
+    audited: bool = False
+    """True once the service has audited this refusal (``verification_failed``): the servicer
+    must not write it again."""
+
 
 class NotFound(ApprovalError):
-    """No such approval request visible to this caller."""
+    """No such approval request visible to this caller: the same whether it exists or not."""
+
+    code = Code.INVALID_APPROVAL
 
 
 class PermissionDenied(ApprovalError):
     """The caller's role may not do this."""
 
+    code = Code.PERMISSION_DENIED
+
 
 class Refusal(ApprovalError):
     """Refused with a stable ``code``; ``str`` is safe to show (details are audited only)."""
 
-    def __init__(self, code: Code, message: str) -> None:
+    def __init__(self, code: Code, message: str, *, audited: bool = False) -> None:
         super().__init__(message)
         self.code = code
+        self.audited = audited
 
 
 def is_approver(identity: Identity) -> bool:
@@ -133,10 +147,8 @@ class ApprovalService:
 
     async def get(self, identity: Identity, approval_id: str) -> ApprovalRecord:
         rec = await self.store.get_approval(approval_id)
-        if rec is None or rec.tenant != identity.tenant:
+        if rec is None or not self.visible(identity, rec):  # another agent's: answered as if none, too
             raise NotFound("no such approval request")
-        if not (is_approver(identity) or is_requester(identity, rec)):
-            raise PermissionDenied("only approvers and the requesting agent may read this request")
         return await self.expire_if_due(rec)
 
     async def list(self, identity: Identity, *, status: str = "", tenant: str = "") -> list[ApprovalRecord]:
@@ -160,7 +172,7 @@ class ApprovalService:
         vote = await self.store.add_approval_vote(rec.approval_id, verified.issuer, verified.jti, self.clock())
         if vote.status in (VoteStatus.JTI_REUSED, VoteStatus.NOT_PENDING, VoteStatus.NOT_FOUND):
             self._failed(rec, f"vote refused: {vote.status}", approver=verified.issuer)
-            raise Refusal(Code.INVALID_APPROVAL, "the approval was refused")
+            raise Refusal(Code.INVALID_APPROVAL, "the approval was refused", audited=True)
         if vote.status is VoteStatus.SAME_APPROVER and len(vote.approvers) < rec.quorum:
             self._event("approval_repeated", rec, Code.APPROVAL_PENDING, approver=verified.issuer, jti=verified.jti)
             return rec
@@ -215,7 +227,8 @@ class ApprovalService:
                 raise tokens.TokenRejected(f"signed by {verified.issuer!r} but submitted by {identity.user!r}")
         except tokens.TokenRejected as exc:
             self._failed(rec, exc.reason, submitted_by=identity.user, token_type=typ)
-            raise Refusal(exc.code, str(exc) if exc.code is Code.INVALID_APPROVAL else "approval_args_mismatch") from None
+            message = str(exc) if exc.code is Code.INVALID_APPROVAL else "approval_args_mismatch"
+            raise Refusal(exc.code, message, audited=True) from None
         return verified
 
     async def _grant(self, rec: ApprovalRecord, approvers: tuple[str, ...]) -> ApprovalRecord:
@@ -247,18 +260,22 @@ class ApprovalService:
         if event in ("requested", "approved", "granted", "rejected", "expired", "executed"):
             self.events.publish(event, rec)
 
-    def refused_at_edge(self, identity: Identity, method: str, approval_id: str, reason: str) -> None:
-        """Audit a request refused before it reached the service (a malformed ``approval_id``):
-        event ``refused``, code ``invalid_arguments``, the caller and the method. The id it named
-        is hostile input, so it is kept only as ``approval_id_escaped`` (its first 64 characters
-        with everything outside printable ASCII escaped: no control, line-breaking or terminal
-        character reaches a reader of the log) and ``approval_id_sha256`` (the whole id, UTF-8)."""
+    def refused(self, identity: Identity, method: str, approval_id: str | None, code: Code, reason: str) -> None:
+        """Audit a request refused by the service or at its edge (a malformed ``approval_id``, a
+        request the caller cannot see, a role that may not do this): event ``refused``, ``code``,
+        the caller, the method, ``reason`` (a message the caller was shown). The id it named, if
+        any (``None``: the method takes none), is hostile input, so it is kept only as
+        ``approval_id_escaped`` (its first 64 characters with everything outside printable ASCII
+        escaped: no control, line-breaking or terminal character reaches a reader of the log)
+        and ``approval_id_sha256`` (the whole id, UTF-8)."""
+        named = {} if approval_id is None else {
+            "approval_id_escaped": approval_id[:64].encode("unicode_escape").decode("ascii"),
+            "approval_id_sha256": "sha256:" + hashlib.sha256(approval_id.encode("utf-8", "surrogatepass")).hexdigest(),
+            "approval_id_length": len(approval_id),
+        }
         self.audit.record(
-            "approval", decision_id=str(uuid.uuid4()), code=str(Code.INVALID_ARGUMENTS), action="refused",
-            method=method, tenant=identity.tenant, agent=identity.agent, user=identity.user, reason=reason,
-            approval_id_escaped=approval_id[:64].encode("unicode_escape").decode("ascii"),
-            approval_id_sha256="sha256:" + hashlib.sha256(approval_id.encode("utf-8", "surrogatepass")).hexdigest(),
-            approval_id_length=len(approval_id), at=self.clock())
+            "approval", decision_id=str(uuid.uuid4()), code=str(code), action="refused", method=method,
+            tenant=identity.tenant, agent=identity.agent, user=identity.user, reason=reason, at=self.clock(), **named)
         self.audit.flush()
 
     def _failed(self, rec: ApprovalRecord, reason: str, **fields: Any) -> None:

@@ -1,10 +1,14 @@
 """The ``Approvals`` gRPC service: proto in → ApprovalService → proto out.
 
 Status codes: PERMISSION_DENIED for a role that may not do this (an agent approving),
-NOT_FOUND for requests the caller cannot see, FAILED_PRECONDITION with the stable outcome
-code as details for refused tokens or finished requests, INVALID_ARGUMENT for a malformed
-approval_id (refused here, before the store, and audited: event ``refused``, code
-``invalid_arguments``; see ``ApprovalService.refused_at_edge``).
+NOT_FOUND for requests the caller cannot see (the same whether the id exists or not),
+FAILED_PRECONDITION with the stable outcome code as details for refused tokens or finished
+requests, INVALID_ARGUMENT for a malformed approval_id (refused here, before the store) or
+an unknown status, RESOURCE_EXHAUSTED past the limit of open Watch streams.
+
+Every refusal is audited once: event ``approval``, action ``refused``, its code, the caller,
+the method and the id it named (see ``ApprovalService.refused``); token refusals the service
+has audited already (``verification_failed``) are not written again.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import grpc
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.approvals.follow import Follower
-from gateway.approvals.service import ApprovalError, ApprovalService, NotFound, PermissionDenied, Refusal, is_requester
+from gateway.approvals.service import (ApprovalError, ApprovalService, NotFound, PermissionDenied, Refusal,
+                                       is_approver, is_requester)
 from gateway.auth import require_identity
 from gateway.codes import Code
 from gateway.edge_limits import Gauge, refuse_stream_message
@@ -34,6 +39,7 @@ _BAD_ID = f"approval_id must be 1 to {MAX_ID} printable ASCII characters"
 _METHOD = f"/{pb.DESCRIPTOR.services_by_name['Approvals'].full_name}/"
 """Method names in audit records, as the authentication refusals write them."""
 _WATCH_TICK = 1.0
+_WATCH_ALL = "agents may watch only their own request by id"
 
 
 def add_approvals_service(server: Any, app: Any) -> None:
@@ -66,25 +72,26 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
 
     async def List(self, request: pb.ListApprovalsRequest, context: grpc.aio.ServicerContext) -> pb.ListApprovalsResponse:
         identity = require_identity()
-        recs = await self._call(context, self._svc.list(identity, status=request.status, tenant=request.tenant))
+        listed = self._svc.list(identity, status=request.status, tenant=request.tenant)
+        recs = await self._call(context, identity, "List", None, listed)
         return pb.ListApprovalsResponse(approvals=[record_to_proto(r, identity) for r in recs])
 
     async def Get(self, request: pb.GetApprovalRequest, context: grpc.aio.ServicerContext) -> pb.Approval:
-        identity = require_identity()
-        await self._check_id(context, identity, "Get", request.approval_id)
-        rec = await self._call(context, self._svc.get(identity, request.approval_id))
+        identity, one = require_identity(), request.approval_id
+        await self._check_id(context, identity, "Get", one)
+        rec = await self._call(context, identity, "Get", one, self._svc.get(identity, one))
         return record_to_proto(rec, identity)
 
     async def Submit(self, request: pb.SubmitApprovalRequest, context: grpc.aio.ServicerContext) -> pb.Approval:
-        identity = require_identity()
-        await self._check_id(context, identity, "Submit", request.approval_id)
-        rec = await self._call(context, self._svc.submit(identity, request.approval_id, request.token))
+        identity, one = require_identity(), request.approval_id
+        await self._check_id(context, identity, "Submit", one)
+        rec = await self._call(context, identity, "Submit", one, self._svc.submit(identity, one, request.token))
         return record_to_proto(rec, identity)
 
     async def Reject(self, request: pb.RejectApprovalRequest, context: grpc.aio.ServicerContext) -> pb.Approval:
-        identity = require_identity()
-        await self._check_id(context, identity, "Reject", request.approval_id)
-        rec = await self._call(context, self._svc.reject(identity, request.approval_id, request.token))
+        identity, one = require_identity(), request.approval_id
+        await self._check_id(context, identity, "Reject", one)
+        rec = await self._call(context, identity, "Reject", one, self._svc.reject(identity, one, request.token))
         return record_to_proto(rec, identity)
 
     async def Watch(self, request: pb.WatchApprovalsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ApprovalEvent]:
@@ -92,16 +99,18 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
         one = request.approval_id
         if one:
             await self._check_id(context, identity, "Watch", one)
-            await self._call(context, self._svc.get(identity, one))  # visibility check first
-        elif "approver" not in identity.roles:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "agents may watch only their own request by id")
+            await self._call(context, identity, "Watch", one, self._svc.get(identity, one))  # visibility check first
+        elif not is_approver(identity):  # the role ``list`` requires (the snapshot below calls it)
+            await self._refuse(context, identity, "Watch", None, Code.PERMISSION_DENIED,
+                               grpc.StatusCode.PERMISSION_DENIED, _WATCH_ALL)
 
         def match(rec: ApprovalRecord) -> bool:
             return (not one or rec.approval_id == one) and self._svc.visible(identity, rec)
 
         if not self._watching.enter():
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                refuse_stream_message("Approvals.Watch streams", self._watching.limit))
+            await self._refuse(context, identity, "Watch", one or None, Code.CONCURRENCY_LIMITED,
+                               grpc.StatusCode.RESOURCE_EXHAUSTED,
+                               refuse_stream_message("Approvals.Watch streams", self._watching.limit))
         try:
             with self._svc.events.subscribe(match) as sub:  # before the snapshot: nothing falls between
                 current = [await self._svc.get(identity, one)] if one else await self._svc.list(identity)
@@ -117,20 +126,38 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
 
     async def _check_id(self, context: grpc.aio.ServicerContext, identity: Identity, method: str,
                         approval_id: str) -> None:
-        """Refuse a malformed id before it reaches the store; the refusal is audited like the service's own."""
+        """Refuse a malformed id before it reaches the store."""
         if not _ID.fullmatch(approval_id):
-            self._svc.refused_at_edge(identity, _METHOD + method, approval_id, _BAD_ID)
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _BAD_ID)
+            await self._refuse(context, identity, method, approval_id, Code.INVALID_ARGUMENTS,
+                               grpc.StatusCode.INVALID_ARGUMENT, _BAD_ID)
 
-    async def _call(self, context: grpc.aio.ServicerContext, awaitable: Any) -> Any:
+    async def _call(self, context: grpc.aio.ServicerContext, identity: Identity, method: str,
+                    approval_id: str | None, awaitable: Any) -> Any:
+        """Await the service; an ``ApprovalError`` is refused (and audited, unless it was) with its status."""
         try:
             return await awaitable
-        except NotFound as exc:
-            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-        except PermissionDenied as exc:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
-        except Refusal as exc:
-            status = grpc.StatusCode.INVALID_ARGUMENT if exc.code is Code.INVALID_ARGUMENTS else grpc.StatusCode.FAILED_PRECONDITION
-            await context.abort(status, json.dumps({"code": str(exc.code), "message": str(exc)}))
-        except ApprovalError as exc:  # pragma: no cover - every subclass is handled above
-            await context.abort(grpc.StatusCode.INTERNAL, str(exc))
+        except ApprovalError as exc:
+            status, details = _status(exc)
+            if exc.audited:
+                await context.abort(status, details)
+            await self._refuse(context, identity, method, approval_id, exc.code, status, str(exc), details)
+
+    async def _refuse(self, context: grpc.aio.ServicerContext, identity: Identity, method: str,
+                      approval_id: str | None, code: Code, status: grpc.StatusCode, message: str,
+                      details: str | None = None) -> None:
+        """Audit the refusal (``ApprovalService.refused``), then abort with ``status`` and
+        ``details`` (by default ``message``). ``approval_id``: None for a request naming none."""
+        self._svc.refused(identity, _METHOD + method, approval_id, code, message)
+        await context.abort(status, message if details is None else details)
+
+
+def _status(exc: ApprovalError) -> tuple[grpc.StatusCode, str]:
+    """The status and details a refusal is answered with: a NotFound says only that."""
+    if isinstance(exc, NotFound):
+        return grpc.StatusCode.NOT_FOUND, str(exc)
+    if isinstance(exc, PermissionDenied):
+        return grpc.StatusCode.PERMISSION_DENIED, str(exc)
+    if isinstance(exc, Refusal):
+        status = grpc.StatusCode.INVALID_ARGUMENT if exc.code is Code.INVALID_ARGUMENTS else grpc.StatusCode.FAILED_PRECONDITION
+        return status, json.dumps({"code": str(exc.code), "message": str(exc)})
+    return grpc.StatusCode.INTERNAL, str(exc)  # pragma: no cover - every subclass is handled above

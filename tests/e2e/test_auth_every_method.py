@@ -7,13 +7,14 @@ the proto and served without going through ``AuthenticatedServer`` fails this te
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import grpc
 import pytest
 from google.protobuf import symbol_database
 
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
-from tests.conftest import audit_records
+from tests.conftest import AGENT_KEY, audit_records
 
 METHODS = [
     (service.full_name, method)
@@ -49,6 +50,47 @@ async def test_every_method_refuses_an_unauthenticated_caller(gateway, metadata)
     refused = [r["method"] for r in audit_records(gateway.app.config.audit_path)
                if r["stage"] == "authenticate" and r["code"] == "unauthenticated"]
     assert sorted(refused) == sorted(f"/{s}/{m.name}" for s, m in METHODS)
+
+
+UNDECODABLE = b"\xff\xff\xff"
+"""Not a protobuf message of any type (a truncated varint where a field tag belongs)."""
+
+
+def _raw(channel: grpc.aio.Channel, service: str, method: Any) -> Any:
+    """``method`` called with bytes as they are, so the server is the first to decode them."""
+    kind = channel.unary_stream if method.server_streaming else channel.unary_unary
+    return kind(f"/{service}/{method.name}", request_serializer=lambda b: b, response_deserializer=lambda b: b)
+
+
+async def _refused(call: Any, method: Any) -> grpc.aio.AioRpcError:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        if method.server_streaming:
+            async for _ in call:
+                pass
+        else:
+            await call
+    return err.value
+
+
+async def test_a_caller_without_a_key_is_refused_before_its_request_is_decoded(gateway):
+    async with grpc.aio.insecure_channel(gateway.address) as channel:
+        for service, method in METHODS:
+            err = await _refused(_raw(channel, service, method)(UNDECODABLE, timeout=5), method)
+            assert err.code() == grpc.StatusCode.UNAUTHENTICATED, method.name  # was UNKNOWN, and not audited
+    refused = [r["method"] for r in audit_records(gateway.app.config.audit_path)
+               if r["stage"] == "authenticate" and r["code"] == "unauthenticated"]
+    assert sorted(refused) == sorted(f"/{s}/{m.name}" for s, m in METHODS)
+
+
+async def test_an_undecodable_request_with_a_key_is_refused_and_audited(gateway):
+    async with grpc.aio.insecure_channel(gateway.address) as channel:
+        for service, method in METHODS:
+            call = _raw(channel, service, method)(UNDECODABLE, metadata=(("x-api-key", AGENT_KEY),), timeout=5)
+            err = await _refused(call, method)
+            assert (err.code(), err.details()) == (grpc.StatusCode.INVALID_ARGUMENT, "the request message could not be decoded")
+    records = [r for r in audit_records(gateway.app.config.audit_path) if r["stage"] == "request"]
+    assert sorted(r["method"] for r in records) == sorted(f"/{s}/{m.name}" for s, m in METHODS)
+    assert {(r["code"], r["tenant"], r["agent"], r["user"]) for r in records} == {("invalid_arguments", "acme", "demo-agent", "dana")}
 
 
 async def test_health_stays_open_for_probes(gateway):

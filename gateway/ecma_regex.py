@@ -16,7 +16,8 @@ text); one that does not compile raises ``PatternError``.
 
 ``Validator`` is Draft 2020-12 with the keywords that evaluate patterns replaced —
 ``pattern``, ``patternProperties``, and ``additionalProperties``/``unevaluatedProperties``,
-which decide which properties ``patternProperties`` covered. ``FORMATS`` is 2020-12's format
+which decide which properties ``patternProperties`` covered (and ``uniqueItems`` and
+``unevaluatedItems``, linear in the array: ``gateway.linear_keywords``). ``FORMATS`` is 2020-12's format
 checker with ``regex`` checked as ECMA-262 (and ``iri``, ``iri-reference``, ``uri-template`` by
 ``gateway.uri_formats``, in linear time), failing closed: a format it has no checker for
 is an error, never a silent pass. ``schema_problems`` is what a tool schema must pass before
@@ -36,7 +37,7 @@ from jsonschema import Draft202012Validator, FormatChecker, ValidationError, val
 from jsonschema.exceptions import FormatError
 from referencing.jsonschema import DRAFT202012
 
-from gateway import uri_formats
+from gateway import linear_keywords, uri_formats
 from gateway.pattern_risk import assess
 
 DIALECT = Draft202012Validator.META_SCHEMA["$id"]
@@ -126,7 +127,7 @@ def _unevaluated_properties(validator: Any, uneval: Any, instance: Any, schema: 
     # jsonschema 4.26's unevaluatedProperties, with ECMA patterns and the same messages
     if not validator.is_type(instance, "object"):
         return
-    evaluated = _evaluated_keys(validator, instance, schema)
+    evaluated = set(_evaluated_keys(validator, instance, schema))  # a list would make this quadratic
     bad = []
     for key in instance:
         if key not in evaluated and next(validator.descend(instance[key], uneval, path=key, schema_path=key), None):
@@ -216,6 +217,8 @@ Validator = validators.extend(
         "patternProperties": _pattern_properties,
         "additionalProperties": _additional_properties,
         "unevaluatedProperties": _unevaluated_properties,
+        "uniqueItems": linear_keywords.unique_items,  # jsonschema's are quadratic in the array
+        "unevaluatedItems": linear_keywords.unevaluated_items,
     },
     format_checker=FORMATS,
 )

@@ -6,11 +6,9 @@ can read the schema. So a tool schema with such a pattern does not load
 (``ecma_regex.schema_problems``); nothing here runs on a call. ``assess(pattern)`` says which
 rule a pattern (one that compiles in Unicode mode) breaks; ``backtracking_risk`` gives the reason.
 
-Each part of the parsed pattern has the characters it can consume, start and end with:
-literals, escapes, classes and ``.`` exactly; ``\\p{…}`` as any character; a backreference as
-``[^]*``. Assertions consume nothing; a lookaround's body is checked where it stands. A
-repetition is *variable* when it can take different counts and *unbounded* when it has no
-maximum or more than ``WIDE`` possible counts. Walking a sequence, a variable repetition stays
+Each part of the pattern (parsed by ``gateway.pattern_parse``) has the characters it can
+consume, start and end with; a repetition is *variable* or *unbounded* as defined there, and a
+lookaround's body is checked where it stands. Walking a sequence, a variable repetition stays
 *open* until a mandatory character it cannot match follows. A later variable repetition that
 can start with a character an open one matches *meets* it, unless a mandatory character between
 them cannot be matched by the later one (then the later one's runs cannot overlap). Meeting
@@ -39,242 +37,14 @@ body that can be empty); ``(\\d+,?){3}`` (only polynomial). Missed: bounded repe
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
-Ranges = tuple[tuple[int, int], ...]  # sorted, disjoint, inclusive code point ranges
+from gateway.pattern_parse import (
+    ANY, Alt, Chars, Node, Ranges, Repeat, Seq, Unsupported, Zero, overlap, parse, to_ranges,
+)
 
-WIDE = 100
-"""A repetition with more possible counts than this is treated as unbounded."""
 _STEP_BUDGET = 200_000  # the walk's own bound: a pattern it cannot check in this many steps is refused
-
-_ANY: Ranges = ((0, 0x10FFFF),)
-
-
-def _ranges(pairs) -> Ranges:
-    merged: list[list[int]] = []
-    for lo, hi in sorted(pairs):
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-    return tuple((lo, hi) for lo, hi in merged)
-
-
-def _negate(rs: Ranges) -> Ranges:
-    bounds = [-1] + [b for pair in rs for b in pair] + [0x110000]  # the gaps lie between hi and the next lo
-    return tuple((bounds[k] + 1, bounds[k + 1] - 1) for k in range(0, len(bounds), 2) if bounds[k] + 1 < bounds[k + 1])
-
-
-def _overlap(a: Ranges, b: Ranges) -> bool:
-    return any(lo <= y and x <= hi for lo, hi in a for x, y in b)
-
-
-_DIGIT: Ranges = ((48, 57),)
-_WORD = _ranges([(48, 57), (65, 90), (95, 95), (97, 122)])
-_SPACE = _ranges([(9, 13), (32, 32), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
-                  (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)])
-_DOT = _negate(_ranges([(10, 10), (13, 13), (0x2028, 0x2029)]))
-_CLASSES = {"d": _DIGIT, "D": _negate(_DIGIT), "w": _WORD, "W": _negate(_WORD), "s": _SPACE, "S": _negate(_SPACE)}
-_CONTROLS = {"t": 9, "n": 10, "v": 11, "f": 12, "r": 13, "0": 0, "b": 8}  # \b: backspace, in a class
-
-
-# -- the parsed pattern ------------------------------------------------------------------
-
-
-class _Node:
-    """A part of the pattern with what it can consume, start and end with, and whether it can fail."""
-
-    text = ""
-    nullable = True  # can match the empty string
-    trivial = True  # matches the empty string wherever it is tried: nothing in it can fail
-    chars: Ranges = ()
-    first: Ranges = ()
-    last: Ranges = ()
-
-
-class _Chars(_Node):
-    nullable = trivial = False
-
-    def __init__(self, ranges: Ranges) -> None:
-        self.chars = self.first = self.last = ranges
-
-
-class _Zero(_Node):
-    """An assertion (``^``, ``$``, ``\\b``) or a lookaround with its ``body``."""
-
-    trivial = False
-
-    def __init__(self, kind: str, body: _Node | None = None) -> None:
-        self.kind, self.body = kind, body
-
-
-class _Seq(_Node):
-    def __init__(self, items: list[_Node]) -> None:
-        self.items = items
-        self.nullable, self.trivial = all(i.nullable for i in items), all(i.trivial for i in items)
-        self.chars = _ranges(r for i in items for r in i.chars)
-        self.first, self.last = _edge(items, "first"), _edge(items[::-1], "last")
-
-
-class _Alt(_Node):
-    hi, unbounded = 1, False  # when it can match the empty string, it is a variable part like x?
-
-    def __init__(self, options: list[_Node]) -> None:
-        self.options = options
-        self.nullable, self.trivial = any(o.nullable for o in options), any(o.trivial for o in options)
-        self.chars, self.first, self.last = (_ranges(r for o in options for r in getattr(o, side))
-                                             for side in ("chars", "first", "last"))
-
-
-class _Repeat(_Node):
-    def __init__(self, body: _Node, lo: int, hi: int | None) -> None:
-        self.body, self.lo, self.hi = body, lo, hi
-        self.nullable = lo == 0 or body.nullable or hi == 0
-        self.trivial = lo == 0 or body.trivial or hi == 0
-        if hi != 0:
-            self.chars, self.first, self.last = body.chars, body.first, body.last
-        self.variable = hi is None or hi > lo
-        self.loops = hi is None or hi >= 2
-        self.unbounded = hi is None or hi - lo > WIDE
-
-
-def _edge(items: list[_Node], side: str) -> Ranges:
-    """The characters a sequence can start (or, reversed, end) with."""
-    out: list[tuple[int, int]] = []
-    for item in items:
-        out += getattr(item, side)
-        if not item.nullable:
-            break
-    return _ranges(out)
-
-
-class _Unsupported(Exception):
-    pass
-
-
-_QUANTIFIER = re.compile(r"([*+?])|\{(\d+)(,(\d*))?\}")
-_GROUP = re.compile(r"\?(?:(:|=|!|<=|<!)|<[^>]*>)")
-_BACKREF = re.compile(r"k<[^>]*>|[1-9]\d*")
-_HEX = re.compile(r"x([0-9a-fA-F]{2})|u\{([0-9a-fA-F]+)\}|u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})"
-                  r"|u([0-9a-fA-F]{4})|c([A-Za-z])|[pP]\{[^}]*\}")
-
-
-class _Parser:
-    """ECMA-262 pattern syntax (Unicode mode) into ``_Node`` parts; anything else is ``_Unsupported``."""
-
-    def __init__(self, text: str) -> None:
-        self.s, self.i = text, 0
-
-    def parse(self) -> _Node:
-        node = self.alternation()
-        if self.i != len(self.s):
-            raise _Unsupported(f"unexpected {self.s[self.i]!r}")
-        return node
-
-    def peek(self) -> str:
-        return self.s[self.i] if self.i < len(self.s) else ""
-
-    def take(self, expected: str = "") -> str:
-        c = self.peek()
-        if not c or (expected and c != expected):
-            raise _Unsupported(f"expected {expected or 'more'}")
-        self.i += 1
-        return c
-
-    def match(self, regex: re.Pattern) -> re.Match | None:
-        m = regex.match(self.s, self.i)
-        if m:
-            self.i = m.end()
-        return m
-
-    def spanned(self, node: _Node, start: int) -> _Node:
-        node.text = self.s[start:self.i]
-        return node
-
-    def alternation(self) -> _Node:
-        start, options = self.i, [self.sequence()]
-        while self.peek() == "|":
-            self.i += 1
-            options.append(self.sequence())
-        return options[0] if len(options) == 1 else self.spanned(_Alt(options), start)
-
-    def sequence(self) -> _Node:
-        start, items = self.i, []
-        while self.peek() not in ("", "|", ")"):
-            atom_start, atom = self.i, self.atom()
-            m = self.match(_QUANTIFIER)
-            if m:
-                if m[1]:
-                    lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[m[1]]
-                else:
-                    lo = int(m[2])
-                    hi = lo if m[3] is None else int(m[4]) if m[4] else None
-                self.i += self.peek() == "?"  # lazy: the same paths, in another order
-                atom = self.spanned(_Repeat(atom, lo, hi), atom_start)
-            items.append(atom)
-        return items[0] if len(items) == 1 else self.spanned(_Seq(items), start)
-
-    def atom(self) -> _Node:
-        start, c = self.i, self.take()
-        if c == "(":
-            m = self.match(_GROUP)
-            if m is None and self.peek() == "?":
-                raise _Unsupported(f"group syntax {self.s[start:start + 4]!r}")
-            node = self.alternation()
-            self.take(")")
-            if m is not None and m[1] not in (None, ":"):
-                node = _Zero("look", node)
-        elif c == "[":
-            node = _Chars(self.char_class())
-        elif c in ("^", "$"):
-            node = _Zero(c)
-        elif c == "\\" and self.peek() in ("b", "B"):
-            node = _Zero("\\" + self.take())
-        elif c == "\\" and self.match(_BACKREF):
-            node = _Repeat(_Chars(_ANY), 0, None)  # a backreference: any text of any length
-        elif c == "\\":
-            node = _Chars(self.escape(in_class=False))
-        else:
-            node = _Chars(_DOT if c == "." else ((ord(c), ord(c)),))
-        return self.spanned(node, start)
-
-    def escape(self, in_class: bool) -> Ranges:
-        m = self.match(_HEX)
-        if m is None:
-            c = self.take()
-            if c in _CLASSES:
-                return _CLASSES[c]
-            code = _CONTROLS[c] if c in _CONTROLS and (c != "b" or in_class) else ord(c)  # else \. \- \/ ...
-        elif m[0][0] in "pP":
-            return _ANY
-        elif m[3]:  # a surrogate pair written as two \u escapes: one code point
-            code = 0x10000 + ((int(m[3], 16) - 0xD800) << 10) + (int(m[4], 16) - 0xDC00)
-        elif m[6]:
-            code = ord(m[6]) % 32
-        else:
-            code = int(m[1] or m[2] or m[5], 16)
-        return ((code, code),)
-
-    def char_class(self) -> Ranges:
-        negated = self.peek() == "^"
-        self.i += negated
-        parts: list[tuple[int, int]] = []
-        while self.peek() != "]":
-            lo = self.class_atom()
-            if self.peek() == "-" and self.s[self.i + 1:self.i + 2] not in ("]", ""):
-                self.i += 1
-                hi = self.class_atom()
-                parts.append((lo[0][0], hi[0][1]) if len(lo) == len(hi) == 1 else (0, 0x10FFFF))
-            else:
-                parts += lo
-        self.take("]")
-        return _negate(_ranges(parts)) if negated else _ranges(parts)
-
-    def class_atom(self) -> Ranges:
-        c = self.take()
-        return self.escape(in_class=True) if c == "\\" else ((ord(c), ord(c)),)
 
 
 # -- the walk ----------------------------------------------------------------------------
@@ -284,19 +54,19 @@ class _Parser:
 class _Open:
     """A variable repetition not yet closed off, with the mandatory characters seen since it."""
 
-    rep: _Repeat | _Alt | None  # None: the implicit start of an unanchored search
+    rep: Repeat | Alt | None  # None: the implicit start of an unanchored search
     chars: Ranges
     shields: tuple[Ranges, ...] = ()
     degree: int = 1
 
 
-_START = _Open(None, _ANY)
+_START = _Open(None, ANY)
 
 
 @dataclass(frozen=True)
 class _Meeting:
     early: _Open
-    late: _Repeat | _Alt
+    late: Repeat | Alt
     can_fail_after: bool
 
 
@@ -306,39 +76,39 @@ class _Walk:
     def __init__(self, budget: list[int]) -> None:
         self.budget = budget
         self.meetings: list[_Meeting] = []
-        self.shared_starts: list[tuple[_Node, _Node]] = []  # alternatives that can start alike
+        self.shared_starts: list[tuple[Node, Node]] = []  # alternatives that can start alike
 
-    def walk(self, node: _Node, open_: tuple[_Open, ...], can_fail_after: bool) -> tuple[_Open, ...]:
+    def walk(self, node: Node, open_: tuple[_Open, ...], can_fail_after: bool) -> tuple[_Open, ...]:
         self.budget[0] -= 1 + len(open_)
         if self.budget[0] < 0:
-            raise _Unsupported("too complex")
-        if isinstance(node, _Chars):
-            return tuple(_shielded(e, node.last) for e in open_ if _overlap(node.first, e.chars))
-        if isinstance(node, _Zero):
+            raise Unsupported("too complex")
+        if isinstance(node, Chars):
+            return tuple(_shielded(e, node.last) for e in open_ if overlap(node.first, e.chars))
+        if isinstance(node, Zero):
             if node.body is not None:
                 self.walk(node.body, open_, False)
             return () if node.kind == "^" else open_  # before ^ only the empty string was matched
-        if isinstance(node, _Seq):
+        if isinstance(node, Seq):
             rest_can_fail = [can_fail_after] * len(node.items)
             for k in range(len(node.items) - 2, -1, -1):
                 rest_can_fail[k] = rest_can_fail[k + 1] or not node.items[k + 1].trivial
             for item, can_fail in zip(node.items, rest_can_fail):
                 open_ = self.walk(item, open_, can_fail)
             return open_
-        if isinstance(node, _Alt):
+        if isinstance(node, Alt):
             for a, option in enumerate(node.options):
                 for other in node.options[a + 1:]:
-                    if _overlap(option.first, other.first):
+                    if overlap(option.first, other.first):
                         self.shared_starts.append((option, other))
             after = _union(self.walk(o, open_, can_fail_after) for o in node.options)
             if node.nullable:  # (x|) is x?: a variable part, like a repetition
                 self.meet(node, open_, can_fail_after)
                 after += (_Open(node, node.chars),)
             return after
-        assert isinstance(node, _Repeat)
+        assert isinstance(node, Repeat)
         return self.repeat(node, open_, can_fail_after)
 
-    def repeat(self, node: _Repeat, open_: tuple[_Open, ...], can_fail_after: bool) -> tuple[_Open, ...]:
+    def repeat(self, node: Repeat, open_: tuple[_Open, ...], can_fail_after: bool) -> tuple[_Open, ...]:
         if node.hi == 0:
             return open_
         degree = self.meet(node, open_, can_fail_after) if node.variable else 1
@@ -356,7 +126,7 @@ class _Walk:
             after += (_Open(node, node.chars, shields, degree if node.unbounded else 1),)
         return after
 
-    def meet(self, node: _Repeat | _Alt, open_: tuple[_Open, ...], can_fail_after: bool) -> int:
+    def meet(self, node: Repeat | Alt, open_: tuple[_Open, ...], can_fail_after: bool) -> int:
         """Record the open repetitions ``node`` meets; its degree (the longest chain of unbounded ones)."""
         degree = 1
         for e in open_:
@@ -370,9 +140,9 @@ class _Walk:
 _MAX_SHIELDS = 8  # dropping a shield only makes the check stricter
 
 
-def _meets(early: _Open, late: _Repeat | _Alt) -> bool:
+def _meets(early: _Open, late: Repeat | Alt) -> bool:
     """``late`` can take over characters ``early`` matched: no shield keeps their runs apart."""
-    return _overlap(late.first, early.chars) and all(_overlap(s, late.chars) for s in early.shields)
+    return overlap(late.first, early.chars) and all(overlap(s, late.chars) for s in early.shields)
 
 
 def _shielded(e: _Open, ranges: Ranges) -> _Open:
@@ -389,13 +159,13 @@ def _union(groups) -> tuple[_Open, ...]:
             merged[key] = e
             continue
         old = merged[key]
-        shields = tuple(dict.fromkeys(_ranges(x + y) for x in old.shields for y in e.shields))[:_MAX_SHIELDS]
+        shields = tuple(dict.fromkeys(to_ranges(x + y) for x in old.shields for y in e.shields))[:_MAX_SHIELDS]
         merged[key] = _Open(e.rep, e.chars, shields, max(old.degree, e.degree))
     return tuple(merged.values())
 
 
-def _repeats(node: _Node):
-    if isinstance(node, _Repeat):
+def _repeats(node: Node):
+    if isinstance(node, Repeat):
         yield node
     for child in getattr(node, "items", ()) or getattr(node, "options", ()):
         yield from _repeats(child)
@@ -427,7 +197,7 @@ def backtracking_risk(pattern: str) -> str | None:
 def assess(pattern: str) -> Risk | None:
     """The backtracking risk of ``pattern`` (one that compiles as ECMA-262), or None."""
     try:
-        root = _Parser(pattern).parse()
+        root = parse(pattern)
         budget = [_STEP_BUDGET]
         for loop in _repeats(root):
             if loop.loops:
@@ -435,11 +205,11 @@ def assess(pattern: str) -> Risk | None:
                 if found is not None:
                     return found
         return _sequence_risk(root, budget)
-    except (_Unsupported, ValueError, IndexError, KeyError, RecursionError) as exc:
+    except (Unsupported, ValueError, IndexError, KeyError, RecursionError) as exc:
         return Risk("unchecked", f"the gateway cannot check it for catastrophic backtracking ({exc}); simplify it")
 
 
-def _loop_risk(loop: _Repeat, budget: list[int]) -> Risk | None:
+def _loop_risk(loop: Repeat, budget: list[int]) -> Risk | None:
     """The engine_bug and exponential rules for one repetition that can iterate more than once."""
     loop_q = _q(loop.text)
     for inner in _repeats(loop.body):
@@ -458,7 +228,7 @@ def _loop_risk(loop: _Repeat, budget: list[int]) -> Risk | None:
                     f" the same characters one after the other {fix} neither can match, or use one repetition")
     for e in after_one:
         own = e.rep is loop.body and loop.body.hi == 1  # (a?)*: an empty iteration ends the loop
-        if not own and _overlap(loop.body.first, e.chars) and all(_overlap(s, loop.body.chars) for s in e.shields):
+        if not own and overlap(loop.body.first, e.chars) and all(overlap(s, loop.body.chars) for s in e.shields):
             return Risk("exponential", f"{loop_q} repeats {_q(e.rep.text)}, and the next iteration can start with a"
                         f" character it matches, so iterations can divide the same text in many ways {fix}"
                         f" {_q(e.rep.text)} cannot match, or use one repetition")
@@ -476,7 +246,7 @@ def _q(text: str) -> str:
     return f"'{text}'" if text.isprintable() and "'" not in text else repr(text)
 
 
-def _sequence_risk(root: _Node, budget: list[int]) -> Risk | None:
+def _sequence_risk(root: Node, budget: list[int]) -> Risk | None:
     w = _Walk(budget)
     w.walk(root, (_START,), False)
     worst: _Meeting | None = None

@@ -9,6 +9,8 @@ Two layers, both counted in ``redactions``:
    (both cases) and JSON-escaped.
 2. **Patterns** — common secret shapes whatever their origin (PEM private keys, bearer tokens,
    AWS keys, GitHub / Slack tokens, JWTs). Configurable; ``DEFAULT_PATTERNS`` is the default.
+   Each of those runs in linear time on any text, as ``cut`` does: the text is the tool's, and
+   ``re`` has no step limit and holds the GIL (tests/executors/test_output_patterns_linear.py).
 
 JSON structures are walked: strings in keys and values are scrubbed. A number whose decimal form
 contains an all-digit secret (a PIN, a numeric API key) is replaced by ``[REDACTED]``; other
@@ -27,6 +29,7 @@ import base64
 import binascii
 import json
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 from urllib.parse import quote, quote_plus
@@ -46,6 +49,9 @@ class SecretPattern:
     regex: re.Pattern[str]
 
 
+_Spans = tuple[list[int], list[int]]  # the starts and the ends of a pattern's matches, in order
+
+
 def _p(name: str, pattern: str, flags: int = 0) -> SecretPattern:
     return SecretPattern(name, re.compile(pattern, flags))
 
@@ -56,7 +62,10 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     _p("aws_secret_access_key", r"(?i)(?<=aws_secret_access_key)(\s*[:=]\s*[\"']?)[A-Za-z0-9/+=]{40}"),
     _p("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
     _p("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"),
-    _p("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b"),
+    # from the head of a run of token characters, keeping (group 1) what precedes the first eyJ: a match
+    # tried from each eyJ in the run (\beyJ after a -) rescans the run each time, quadratic on eyJ-eyJ-...
+    _p("jwt", r"(?<![A-Za-z0-9_-])((?>[A-Za-z0-9_-]*?(?=\beyJ)))"
+              r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b"),
     _p("bearer_token", r"(?i)(?<=bearer )[A-Za-z0-9._~+/=-]{12,}"),
     _p("basic_auth", r"(?i)(?<=basic )[A-Za-z0-9+/]{12,}={0,2}"),
     _p("url_password", r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),
@@ -114,26 +123,27 @@ class Scrubber:
         """At most the first ``limit`` characters of ``text``, cut earlier where the cut would
         split a secret (any injected form, or a pattern match), so no part of it is kept."""
         cut = min(limit, len(text))
-        while cut < len(text):
-            moved = self._straddling(text, cut)
-            if moved is None:
-                break
+        if cut == len(text):
+            return text
+        # each pattern runs once: the cut only moves back, so the matches starting before it are all it
+        # can meet. Moves can chain (a "Bearer <token>" secret and bearer_token's matches overlapping in
+        # turn, each a few characters back), and running the patterns again for each move is quadratic.
+        spans = [_spans_before(pattern.regex, text, cut) for pattern in self._patterns]
+        while (moved := self._straddling(text, cut, spans)) is not None:
             cut = moved
         return text[:cut]
 
-    def _straddling(self, text: str, cut: int) -> int | None:
+    def _straddling(self, text: str, cut: int, spans: list[_Spans]) -> int | None:
         """The start of a secret that begins before ``cut`` and ends after it, if any."""
         for form in self._forms:
             window = max(0, cut - len(form) + 1)
             found = text.find(form, window, cut + len(form) - 1)
             if found != -1 and found < cut:
                 return found
-        for pattern in self._patterns:
-            for match in pattern.regex.finditer(text, 0, len(text)):
-                if match.start() < cut < match.end():
-                    return match.start()
-                if match.start() >= cut:
-                    break
+        for starts, ends in spans:
+            last = bisect_left(starts, cut) - 1  # matches do not overlap: only the last one before can cross
+            if last >= 0 and ends[last] > cut:
+                return starts[last]
         return None
 
     def text(self, value: str) -> tuple[str, int]:
@@ -183,6 +193,18 @@ class Scrubber:
             out[clean_key], n = self.data(item)
             total += n
         return out, total
+
+
+def _spans_before(regex: re.Pattern[str], text: str, cut: int) -> _Spans:
+    """Where ``regex``'s matches in ``text`` (as ``finditer`` finds them) that start before ``cut`` lie."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for match in regex.finditer(text):
+        if match.start() >= cut:
+            break
+        starts.append(match.start())
+        ends.append(match.end())
+    return starts, ends
 
 
 def _keep_prefix(match: re.Match[str]) -> str:

@@ -1,0 +1,255 @@
+"""The regular expressions run over tool output take linear time, at the largest text the gateway feeds them.
+
+Tool output is attacker-influenced (a fetched web page, an upstream that echoes what it was sent), and
+Python's ``re`` has no step limit and holds the GIL: a pattern that backtracks super-linearly stalls a
+worker. So every built-in pattern (``scrub.DEFAULT_PATTERNS``, the exact-secret alternation, the cut at an
+executor's cap, ``injection.PATTERNS``) is timed on inputs aimed at its repetitions — long runs of what its
+quantifiers accept, repeated starts, a last character that makes the match fail — at the full size and a
+quarter of it, and on text drawn from its own alphabet (hypothesis). Linear time grows about 4x from a
+quarter; quadratic, 16x. CPU time (min of several runs) in a subprocess, so a regression fails at a
+deadline instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.executors.http import DEFAULT_MAX_RESPONSE
+from gateway.executors.subprocess import DEFAULT_MAX_OUTPUT
+from gateway.injection import MAX_SCAN_CHARS
+from gateway.injection import PATTERNS as INJECTION_PATTERNS
+from gateway.scrub import DEFAULT_PATTERNS, PATTERN_MARGIN_BYTES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRUB_CHARS = max(DEFAULT_MAX_OUTPUT, DEFAULT_MAX_RESPONSE) + PATTERN_MARGIN_BYTES
+"""The longest text scrubbed or cut by default: an executor's cap plus the margin read past it."""
+
+GROWTH = 6.0
+"""Allowed growth of the time for 4x the text (linear: about 4; quadratic: 16)."""
+SLACK_SECONDS = 0.01
+"""Added to the allowed time, for runs too short to time well."""
+MOST_SECONDS = 3.0
+"""The most one pass over the full-size text may take (the slowest linear pattern takes under 1 s)."""
+DEADLINE_SECONDS = 30.0
+"""A job not done by then has hung: the worker is killed and the test fails."""
+
+INJECTION_NAMES = ("instruction_override", "role_change", "role_header", "chat_template", "tool_call_syntax")
+PATTERNS = {p.name: p.regex for p in DEFAULT_PATTERNS} | dict(zip(INJECTION_NAMES, INJECTION_PATTERNS))
+SIZES = {p.name: SCRUB_CHARS for p in DEFAULT_PATTERNS} | dict.fromkeys(INJECTION_NAMES, MAX_SCAN_CHARS)
+
+TOKEN = secrets.token_urlsafe(30)
+SECRETS = ["Bearer " + TOKEN, TOKEN, "p@ss w0rd/with+odd&chars"]
+"""A token as injected in a header and raw (a tool that echoes the header knows both), and a value
+whose encoded forms differ from it."""
+
+
+# (pattern, head, unit repeated to the size, tail): what each input aims at
+ADVERSARIAL = [
+    ("pem_private_key", "-----BEGIN ", "A", ""),  # the header's [A-Z0-9 ]* over a run with no PRIVATE KEY
+    ("pem_private_key", "-----BEGIN ", "PRIVATE KEY ", ""),  # ... over near misses of what follows it
+    ("pem_private_key", "-----BEGIN PRIVATE KEY-----", "-----END A", ""),  # the lazy body tries END everywhere
+    ("pem_private_key", "", "-----BEGIN ", ""),  # a start at every header
+    ("aws_access_key_id", "", "-AKIA" + "0" * 15, ""),  # starts one character short
+    ("aws_secret_access_key", "aws_secret_access_key", " ", ""),  # \s* with no separator after
+    ("aws_secret_access_key", "", "aws_secret_access_key= ", ""),
+    ("aws_secret_access_key", "", "aws_secret_access_key:" + "a" * 39 + " ", ""),  # a key one short
+    ("github_token", "", "-ghp_" + "a" * 300, ""),  # {36,255} gives back up to the minimum
+    ("github_token", "ghp_", "a", "_"),
+    ("github_token", "", "github_pat_", ""),
+    ("slack_token", "", "xoxb-", ""),  # a start inside the run of the one before
+    ("slack_token", "xoxb-", "-", ""),  # [A-Za-z0-9-]{10,} with no \b at its end
+    ("slack_token", "", "xoxb--", ""),
+    ("jwt", "", "eyJ-", ""),  # \beyJ after each -, each rescanning the run for a . (quadratic before)
+    ("jwt", "", "eyJaaaaaaaa.eyJ-", ""),
+    ("jwt", "", "eyJaaaaaaaa.eyJaaaaaaaa.-", ""),  # the last segment's \b never holds
+    ("jwt", "eyJ", "a", ""),
+    ("jwt", "", "-", ""),
+    ("bearer_token", "", "bearer ", ""),
+    ("bearer_token", "bearer ", "a", ""),
+    ("basic_auth", "", "basic ", ""),
+    ("basic_auth", "basic ", "a", "="),
+    ("url_password", "", "://", ""),
+    ("url_password", "://", "a", ""),  # no : after the user
+    ("url_password", "://a:", "b", ""),  # no @ after the password
+    ("url_password", "", "://a:", ""),
+    ("instruction_override", "", "ignore all ", ""),  # the most work per character found: two lazy gaps
+    ("role_change", "", "new instructions ", ""),
+    ("role_change", "new instructions", " ", ""),
+    ("role_change", "", "act as an ", ""),
+    ("role_header", "", "\n", ""),  # a start at every line, ^\s* running over the next ones (quadratic before)
+    ("role_header", "", " \n", ""),
+    ("role_header", "system", " ", ""),  # two \s* sharing the spaces before a missing : (quadratic before)
+    ("role_header", "", "\nsystem ", ""),
+    ("role_header", "#", "\n", ""),
+    ("role_header", "", "#", ""),
+    ("chat_template", "", "<|", ""),
+    ("chat_template", "", "[/INS", ""),
+    ("tool_call_syntax", "", '"tool_calls" ', ""),
+    ("tool_call_syntax", '"tool_calls"', " ", ""),
+    ("tool_call_syntax", "", "<function", ""),
+]
+
+_NEAR_MISSES = "".join(form[:-1] + "\0" for form in sorted(SECRETS))
+
+# (case, what runs, unit) for the scrubber with SECRETS, at the scrubbed size
+SCRUBBER = [
+    ("near_misses", "text", _NEAR_MISSES),  # each alternative of the exact-secret alternation nearly matches
+    ("near_misses", "cut", _NEAR_MISSES),
+    ("overlapping_secrets", "cut", "Bearer " + TOKEN),  # secret and bearer_token match in turn, each a step back
+]
+
+
+_WORKER = r"""
+import json, re, sys, time
+
+def text_of(job, size):
+    head, unit, tail = job["head"], job["unit"], job["tail"]
+    body = size - len(head) - len(tail)
+    return head + (unit * (body // len(unit) + 1))[:body] + tail
+
+def runner(job):
+    if job["kind"] == "regex":
+        regex = re.compile(job["pattern"], job["flags"])
+        return lambda text: sum(1 for _ in regex.finditer(text))
+    from gateway.scrub import Scrubber
+    scrubber = Scrubber(job["secrets"])
+    if job["kind"] == "text":
+        return scrubber.text
+    return lambda text: scrubber.cut(text, len(text) - job["margin"])
+
+for line in sys.stdin:
+    job = json.loads(line)
+    run, seconds = runner(job), []
+    for size in job["sizes"]:
+        text, best = text_of(job, size), float("inf")
+        for _ in range(job["runs"][len(seconds)]):
+            started = time.process_time()
+            run(text)
+            best = min(best, time.process_time() - started)
+            if best > 0.2:  # long enough to time in one run
+                break
+        seconds.append(best)
+        if best > job["give_up"]:
+            break
+    print(json.dumps(seconds), flush=True)
+"""
+
+
+class _Worker:
+    """A subprocess timing jobs, replaced when one does not finish by the deadline."""
+
+    def __init__(self) -> None:
+        self.proc = self._start()
+
+    @staticmethod
+    def _start() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", _WORKER], cwd=ROOT, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def seconds(self, job: dict, sizes: list[int]) -> list[float] | None:
+        """The CPU time of each size in turn (fewer when one took over MOST_SECONDS); None on the deadline."""
+        runs = [3] * (len(sizes) - 1) + [2]  # the best of a few; fewer for the largest, which times better
+        self.proc.stdin.write(json.dumps({**job, "sizes": sizes, "runs": runs, "give_up": MOST_SECONDS}) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], DEADLINE_SECONDS)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            self.close()
+            self.proc = self._start()
+            return None
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = _Worker()
+    yield w
+    w.close()
+
+
+def _regex_job(name: str, head: str, unit: str, tail: str) -> dict:
+    regex = PATTERNS[name]
+    return {"kind": "regex", "pattern": regex.pattern, "flags": regex.flags, "head": head, "unit": unit, "tail": tail}
+
+
+def _assert_linear(worker: _Worker, job: dict, size: int, what: str) -> None:
+    seconds = worker.seconds(job, [size // 4, size])
+    assert seconds is not None, f"{what}: not done in {DEADLINE_SECONDS:.0f} s on {size // 4:,} characters"
+    assert len(seconds) == 2, f"{what}: {seconds[0]:.2f} s on {size // 4:,} characters"
+    quarter, full = seconds
+    assert full < MOST_SECONDS, f"{what}: {full:.2f} s on {size:,} characters"
+    assert full < GROWTH * quarter + SLACK_SECONDS, \
+        f"{what}: {quarter * 1e3:.1f} ms on {size // 4:,} characters, {full * 1e3:.1f} ms on 4x as many"
+
+
+def test_every_built_in_pattern_has_adversarial_inputs():
+    assert {name for name, *_ in ADVERSARIAL} == set(PATTERNS)
+    assert len(INJECTION_PATTERNS) == len(INJECTION_NAMES)
+
+
+@pytest.mark.parametrize("name, head, unit, tail", ADVERSARIAL,
+                         ids=[f"{name}:{head[:12]!r}+{unit[:18]!r}*n+{tail!r}" for name, head, unit, tail in
+                              ADVERSARIAL])
+def test_a_pattern_takes_linear_time_on_input_aimed_at_its_repetitions(worker, name, head, unit, tail):
+    _assert_linear(worker, _regex_job(name, head, unit, tail), SIZES[name], f"{name} on {head!r} + {unit!r}...")
+
+
+@pytest.mark.parametrize("kind, unit", [(kind, unit) for _, kind, unit in SCRUBBER],
+                         ids=[f"{kind}:{case}" for case, kind, _ in SCRUBBER])
+def test_the_scrubber_takes_linear_time_with_secrets_known_to_the_tool(worker, kind, unit):
+    job = {"kind": kind, "secrets": SECRETS, "margin": PATTERN_MARGIN_BYTES, "head": "", "unit": unit, "tail": ""}
+    _assert_linear(worker, job, SCRUB_CHARS, f"Scrubber.{kind} on {unit[:40]!r}...")
+
+
+# each pattern's own characters and words, and characters that break its runs
+ALPHABETS = {
+    "pem_private_key": ["-----BEGIN ", "-----END ", "PRIVATE KEY", "-----", "A", "0", " ", "-", "\n", "x"],
+    "aws_access_key_id": ["AKIA", "ASIA", "A", "0", "-", " ", "_", "a"],
+    "aws_secret_access_key": ["aws_secret_access_key", "AWS_SECRET_ACCESS_KEY", " ", "\t", ":", "=", "'", '"',
+                              "a", "/", "+", "-"],
+    "github_token": ["ghp_", "gho_", "github_pat_", "a", "0", "_", "-", " "],
+    "slack_token": ["xoxb-", "xoxp-", "a", "0", "-", "_", " "],
+    "jwt": ["eyJ", "a", "0", "_", "-", ".", " ", "é"],
+    "bearer_token": ["bearer ", "Bearer ", "a", ".", "~", "/", "=", "-", " ", ":"],
+    "basic_auth": ["basic ", "a", "+", "/", "=", " ", "-"],
+    "url_password": ["://", "a", ":", "@", "/", " ", "-"],
+    "instruction_override": ["ignore", "forget", "all", "your", "previous", "instructions", "rules", " ", "-",
+                             ".", "\n", "x"],
+    "role_change": ["you are now", "new instruction", "new instructions", "act as ", "an ", "a ", "system", " ",
+                    "\t", ":", "x"],
+    "role_header": ["system", "assistant", "prompt", "#", " ", "\t", "\n", "\r", ":", "x"],
+    "chat_template": ["<|", "|>", "im_start", "system", "[", "/", "INST", "]", "<<SYS>>", "<", ">", "x"],
+    "tool_call_syntax": ["<", "/", "tool_call", "function", "_calls", "=", '"', "function_call", "tool_calls", " ",
+                         ":", ">", "invoke", "x"],
+}
+ALPHABET_CHARS = 64 * 1024
+"""The size for drawn text: enough for a quadratic pattern to show (16x), small enough for many draws."""
+
+
+def test_every_built_in_pattern_has_an_alphabet():
+    assert set(ALPHABETS) == set(PATTERNS)
+
+
+@pytest.mark.parametrize("name", list(ALPHABETS))
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_a_pattern_takes_linear_time_on_text_from_its_own_alphabet(worker, name, data):
+    symbols = st.sampled_from(ALPHABETS[name])
+    unit = data.draw(st.lists(symbols, min_size=1, max_size=8).map("".join), label="unit")
+    head = data.draw(st.lists(symbols, max_size=3).map("".join), label="head")
+    tail = data.draw(st.sampled_from(["", "!", "\n", " ", "_", "é"]), label="tail")
+    _assert_linear(worker, _regex_job(name, head, unit, tail), ALPHABET_CHARS, f"{name} on {head!r} + {unit!r}...")

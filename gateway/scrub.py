@@ -56,16 +56,18 @@ def _p(name: str, pattern: str, flags: int = 0) -> SecretPattern:
     return SecretPattern(name, re.compile(pattern, flags))
 
 
+# \b is ASCII (re.A) where a pattern has it: the tokens are ASCII, and with Unicode \b a token
+# written next to a non-ASCII letter ("…R8Ué", "éAKIA…") had no boundary there and was kept.
 DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     _p("pem_private_key", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
-    _p("aws_access_key_id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"),
+    _p("aws_access_key_id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b", re.A),
     _p("aws_secret_access_key", r"(?i)(?<=aws_secret_access_key)(\s*[:=]\s*[\"']?)[A-Za-z0-9/+=]{40}"),
-    _p("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
-    _p("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"),
+    _p("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b", re.A),
+    _p("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b", re.A),
     # from the head of a run of token characters, keeping (group 1) what precedes the first eyJ: a match
     # tried from each eyJ in the run (\beyJ after a -) rescans the run each time, quadratic on eyJ-eyJ-...
     _p("jwt", r"(?<![A-Za-z0-9_-])((?>[A-Za-z0-9_-]*?(?=\beyJ)))"
-              r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b"),
+              r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b", re.A),
     _p("bearer_token", r"(?i)(?<=bearer )[A-Za-z0-9._~+/=-]{12,}"),
     _p("basic_auth", r"(?i)(?<=basic )[A-Za-z0-9+/]{12,}={0,2}"),
     _p("url_password", r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),

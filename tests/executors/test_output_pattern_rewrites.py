@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from gateway.injection import PATTERNS as INJECTION_PATTERNS
 from gateway.scrub import DEFAULT_PATTERNS, REDACTED, Scrubber, SecretPattern, encoded_forms
 
-ORIGINAL_JWT = SecretPattern("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b"))
+ORIGINAL_JWT = SecretPattern("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b",
+                                                re.A))  # ASCII \b, as the patterns have since (test_scrub.py)
 ORIGINAL_ROLE_HEADER = re.compile(r"(?im)^\s*(?:#+\s*)?(?:system|assistant|developer)\s*(?:prompt)?\s*:")
 
 JWT_PATTERN = next(p for p in DEFAULT_PATTERNS if p.name == "jwt")
@@ -40,7 +41,7 @@ JWT_REDACTIONS = [
     (f"eyJ-{JWT}", REDACTED),  # the first eyJ of the run starts it
     (f"{JWT}.", f"{REDACTED}."),
     (f"x_{JWT}", f"x_{JWT}"),  # no word boundary before it
-    (f"é{JWT}", f"é{JWT}"),
+    (f"é{JWT}é", f"é{REDACTED}é"),  # a non-ASCII letter is no word character to an ASCII \b
     ("eyJabc.eyJabcdefgh.abcdefgh", "eyJabc.eyJabcdefgh.abcdefgh"),  # a segment under 8 characters
 ]
 

@@ -116,3 +116,17 @@ def test_a_cut_never_splits_a_secret_or_a_secret_shape(before, secret_text):
         assert scrubber.cut(text, limit) == head
     assert scrubber.cut(text, len(head) + len(secret_text)) == head + secret_text
     assert scrubber.cut(text, 20) == "x" * 20 and scrubber.cut("short", 100) == "short"
+
+
+@pytest.mark.parametrize("token", [
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_" + "a1B2" * 9,
+    "xoxb-1234567890-abcdefghij",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+])
+@pytest.mark.parametrize("before, after", [("é", "é"), ("日本", "語"), ("", "ß"), ("Ω", "")])
+def test_a_token_next_to_a_non_ascii_letter_is_still_redacted(token, before, after):
+    """The tokens are ASCII; with Unicode \\b a token touching "é" had no word boundary and was kept."""
+    text, n = Scrubber().text(f"{before}{token}{after}")
+    assert token not in text and n == 1
+    assert text.startswith(before) and text.endswith(after)

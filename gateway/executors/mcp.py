@@ -10,6 +10,17 @@ injected credentials never share a process or connection with another's: ``env``
 go into the stdio server's environment (otherwise clean: the SDK's safe defaults, the
 upstream's ``env``), ``header`` credentials into the HTTP requests.
 
+A stdio server's HOME is the calling tenant's own folder of the tool's sandbox
+(``ExecRequest.tenant_sandbox``, created if missing), as for a subprocess tool, so a token or
+state it caches under HOME with one tenant's credentials no other tenant's call sees, and the
+gateway user's own files are not its HOME. An upstream whose ``env`` sets ``HOME`` keeps that
+(the operator's choice: one HOME shared by every tenant). Of the SDK's defaults, ``PATH``
+stays (servers are commonly started with ``npx`` / ``uvx``), and ``USER``, ``LOGNAME``,
+``SHELL`` and ``TERM`` stay: they name the account the process runs as anyway and its shell,
+and locate no files of their own; the ``XDG_*`` folders are not passed on, so they fall under
+HOME. A package runner's cache under HOME (npm's, uv's) is then per tenant as well; an
+upstream's ``env`` may point it at a shared folder.
+
 An HTTP upstream is dialled like an HTTP tool (``gateway.executors.egress_backend``): its host
 name is resolved once and refused (``egress_denied``) if it resolves to a loopback, private,
 link-local or other non-public address, unless the upstream sets ``allow_private_network``;
@@ -46,6 +57,7 @@ from gateway.executors.base import ExecRequest, ExecResult
 from gateway.executors.capture import CappedOutput, captured_pipe
 from gateway.executors.egress_backend import CheckedBackend, Resolver, non_public_in, system_resolver
 from gateway.executors.sdk_logs import withhold_sdk_details
+from gateway.executors.subprocess import sandbox_cwd
 
 log = structlog.get_logger("toolgate.mcp")
 withhold_sdk_details()  # the SDK logs upstream output unscrubbed (gateway.executors.sdk_logs)
@@ -64,7 +76,8 @@ class UpstreamConfig(BaseModel):
     args: list[str] = Field(default_factory=list)
     """stdio: its arguments."""
     env: dict[str, str] = Field(default_factory=dict)
-    """stdio: fixed environment entries (besides the SDK's safe defaults and env credentials)."""
+    """stdio: fixed environment entries (besides the SDK's safe defaults and env credentials); a
+    ``HOME`` here replaces the calling tenant's sandbox folder."""
     cwd: str = ""
     """stdio: working folder (relative to the config file)."""
     url: str = ""
@@ -156,9 +169,9 @@ class McpExecutor:
             from mcp import StdioServerParameters
             from mcp.client.stdio import stdio_client
 
-            env = {**upstream.env, **(dict(creds.env) if creds is not None else {})}
             cwd = str((Path(self._base_dir) / upstream.cwd).resolve()) if upstream.cwd else None
-            params = StdioServerParameters(command=upstream.command, args=upstream.args, env=env, cwd=cwd)
+            params = StdioServerParameters(command=upstream.command, args=upstream.args,
+                                           env=_stdio_env(upstream, request), cwd=cwd)
             # the SDK's default errlog is the gateway's own stderr: unscrubbed, into its logs
             errlog = await stack.enter_async_context(captured_pipe(stderr))
             return stdio_client(params, errlog=errlog)  # type: ignore[arg-type]  # only its fileno is used
@@ -194,6 +207,14 @@ class McpExecutor:
             return ExecResult.failure(Code.TOOL_ERROR.value,
                                       f"upstream {name} changed {remote!r} since it was classified; refused")
         return None
+
+
+def _stdio_env(upstream: UpstreamConfig, request: ExecRequest) -> dict[str, str]:
+    """What the SDK merges over its defaults: HOME (the tenant's sandbox folder, unless the
+    upstream's ``env`` sets one), the upstream's ``env``, the env credentials."""
+    creds = request.credentials
+    home = {} if "HOME" in upstream.env else {"HOME": str(sandbox_cwd(request.tenant_sandbox, ""))}
+    return {**home, **upstream.env, **(dict(creds.env) if creds is not None else {})}
 
 
 def _to_result(result: Any) -> ExecResult:

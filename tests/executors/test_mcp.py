@@ -45,6 +45,51 @@ async def test_env_credentials_reach_only_this_calls_upstream_process(tmp_path, 
     assert base64.b64encode(b"tenant-a-token").decode() not in str(got_b.data)
 
 
+@pytest.fixture
+def gateway_home(tmp_path, monkeypatch):
+    """The gateway process's own HOME, a temporary folder: what the SDK would pass on by default."""
+    home = tmp_path / "gateway-home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+async def test_a_stdio_upstreams_home_is_the_calling_tenants_sandbox_folder(tmp_path, gateway_home, make_tool,
+                                                                            make_request):
+    request = make_request(_tool(make_tool, "home_note"), tenant="acme")
+    assert not request.tenant_sandbox.exists()
+    result = await _executor(tmp_path).execute(request)
+    assert result.ok, result
+    assert result.data == {"home": str(request.tenant_sandbox.resolve()), "note": None}
+    assert request.tenant_sandbox.is_dir()  # created for the call
+
+
+async def test_what_one_tenants_stdio_upstream_leaves_in_home_another_tenants_never_sees(
+        tmp_path, gateway_home, make_tool, make_request):
+    """A server caching a login in ~/.something under tenant A's credentials: tenant B's call
+    gets its own HOME, and the gateway's own HOME is not touched."""
+    ex, tool = _executor(tmp_path), _tool(make_tool, "home_note")
+    a = await ex.execute(make_request(tool, {"text": "acme-cached-login"}, tenant="acme"))
+    b = await ex.execute(make_request(tool, tenant="globex"))
+    again = await ex.execute(make_request(tool, tenant="acme"))
+    assert a.ok and b.ok and again.ok, (a, b, again)
+    assert b.data == {"home": str(make_request(tool, tenant="globex").tenant_sandbox.resolve()), "note": None}
+    assert again.data == {"home": a.data["home"], "note": "acme-cached-login"}  # the tenant's own state persists
+    assert a.data["home"] != b.data["home"]
+    assert list(gateway_home.iterdir()) == []
+
+
+async def test_a_home_set_in_the_upstreams_env_is_kept(tmp_path, gateway_home, make_tool, make_request):
+    home = tmp_path / "operator-home"
+    home.mkdir()
+    (home / "note.txt").write_text("operator's")
+    request = make_request(_tool(make_tool, "home_note"), tenant="acme")
+    result = await _executor(tmp_path, env={"HOME": str(home)}).execute(request)
+    assert result.ok, result
+    assert result.data == {"home": str(home), "note": "operator's"}
+    assert not request.tenant_sandbox.exists()  # not made when it is not used
+
+
 async def test_upstream_error_is_a_tool_error(tmp_path, make_tool, make_request):
     result = await _executor(tmp_path).execute(make_request(_tool(make_tool, "fail")))
     assert not result.ok and result.error.type == "tool_error"

@@ -4,7 +4,8 @@ Tools: ``add`` (read), ``whoami`` (echoes the UPSTREAM_TOKEN env credential, raw
 ``wipe`` (left unclassified by the tests: it must not be callable), ``fail`` (reports an error),
 ``fail_with`` (reports an error with the given message), ``refuse`` (an error result whose text
 is the given message and whose structured content does not hold it),
-``auth_header`` (over HTTP: the Authorization header the request came with).
+``auth_header`` (over HTTP: the Authorization header the request came with), ``home_note`` (its
+HOME and the note file there, written first when given text).
 If the file named by MCP_EXTRA_TOOL_FILE exists, ``add``'s description changes (a "rug pull").
 """
 
@@ -53,6 +54,17 @@ def fail_with(message: str) -> str:
 def refuse(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], structured_content={"refused": True},
                           is_error=True)
+
+
+@server.tool(description="Report HOME and the note file in it; write the note first if text is given.")
+def home_note(text: str = "") -> dict:
+    home = os.environ.get("HOME", "")
+    note = os.path.join(home, "note.txt")
+    if text:
+        with open(note, "w") as f:
+            f.write(text)
+    seen = open(note).read() if os.path.exists(note) else None
+    return {"home": home, "note": seen}
 
 
 @server.tool(description="The Authorization header of this HTTP request.")

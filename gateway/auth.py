@@ -13,10 +13,12 @@ handler on every call (~18 µs per call measured); wrapping at registration does
 check for the cost of one extra frame. tests/e2e/test_auth_every_method.py calls every
 method of every toolgate.v1 service in the proto without a key.
 
-Refusals are audited without letting a caller with no key grow the log at will: each is a
-record of its own up to a burst of ``REFUSALS_BURST`` and ``REFUSALS_PER_SECOND`` after
-that; past it they are counted, and a record of the count (``suppressed``, no ``method``) is
-written a moment later, so every refusal is still accounted for in the chain.
+Refusals are audited without letting a caller with no key grow the log at will
+(``RefusalAudit``): each is a record of its own up to a burst of ``REFUSALS_BURST`` and
+``REFUSALS_PER_SECOND`` after that; past it they are counted, and a record of the count
+(``suppressed``, no ``method``) is written a moment later, so every refusal is still accounted
+for in the chain. The server's other refusals of keyless callers (public streams past their
+limit, unknown methods) share the same allowance.
 """
 
 from __future__ import annotations
@@ -75,15 +77,60 @@ def _api_key(metadata: Iterable[tuple[str, Any]]) -> str:
     return ""
 
 
+class RefusalAudit:
+    """Audits refusals of callers who may hold no key, without letting them grow the log at
+    will (see the module docstring). One per server, shared by every such refusal: a flood of
+    any kind spends the same allowance. Counts are kept per ``(stage, code)``."""
+
+    def __init__(self, audit: AuditLog) -> None:
+        self._audit = audit
+        self._allowance, self._at = float(REFUSALS_BURST), time.monotonic()
+        self._suppressed: dict[tuple[str, str], int] = {}
+
+    def refused(self, stage: str, code: str, peer: str, **fields: Any) -> None:
+        """One record (``stage``, ``code``, ``peer``, ``fields``) if the allowance has room,
+        else one more in the count. ``fields`` must already be safe to store (``caller_text``)."""
+        now = time.monotonic()
+        self._allowance = min(float(REFUSALS_BURST), self._allowance + (now - self._at) * REFUSALS_PER_SECOND)
+        self._at = now
+        if self._allowance < 1.0:
+            if not self._suppressed:  # the counts are written once a record is allowed again
+                asyncio.get_running_loop().call_later(1.0 / REFUSALS_PER_SECOND, self._audit_suppressed)
+            self._suppressed[(stage, code)] = self._suppressed.get((stage, code), 0) + 1
+            return
+        self._allowance -= 1.0
+        self._audit.record(stage, decision_id=str(uuid.uuid4()), code=code, peer=peer, **fields)
+        self._audit.flush()
+
+    def _audit_suppressed(self) -> None:
+        counts, self._suppressed = self._suppressed, {}
+        for (stage, code), count in counts.items():
+            self._audit.record(stage, decision_id=str(uuid.uuid4()), code=code, suppressed=count)
+        self._audit.flush()
+
+
+def caller_text(name: str, value: str) -> dict[str, Any]:
+    """A string the caller chose, as audit fields safe to store: ``<name>_escaped`` (its first
+    64 characters, everything outside printable ASCII escaped: no control, line-breaking or
+    terminal character reaches a reader of the log), ``<name>_sha256`` (the whole value, UTF-8)
+    and ``<name>_length``."""
+    return {
+        f"{name}_escaped": value[:64].encode("unicode_escape").decode("ascii"),
+        f"{name}_sha256": "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest(),
+        f"{name}_length": len(value),
+    }
+
+
 class AuthenticatedServer:
     """Stands in for the server while services are added: every method handler added through
     it is wrapped to authenticate the caller first (see the module docstring)."""
 
-    def __init__(self, server: grpc.aio.Server, authenticator: Authenticator, audit: AuditLog) -> None:
+    def __init__(self, server: grpc.aio.Server, authenticator: Authenticator, audit: AuditLog,
+                 refusals: RefusalAudit | None = None) -> None:
         self._server = server
         self._auth = authenticator
         self._audit = audit
-        self._allowance, self._at, self._suppressed = float(REFUSALS_BURST), time.monotonic(), 0
+        self._refusals = refusals or RefusalAudit(audit)
 
     def add_generic_rpc_handlers(self, handlers: Iterable[grpc.GenericRpcHandler]) -> None:
         self._server.add_generic_rpc_handlers(tuple(WrappedGeneric(h, self._wrap) for h in handlers))
@@ -112,7 +159,7 @@ class AuthenticatedServer:
     async def _identify(self, context: grpc.aio.ServicerContext, method: str) -> Identity:
         identity = self._auth.authenticate(context.invocation_metadata())
         if identity is None:
-            self._audit_refusal(method, context.peer())
+            self._refusals.refused("authenticate", "unauthenticated", context.peer(), method=method)
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown API key")
         return identity  # type: ignore[return-value]
 
@@ -128,25 +175,6 @@ class AuthenticatedServer:
                                user=identity.user, reason=f"undecodable request message ({type(exc).__name__})")
             self._audit.flush()
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the request message could not be decoded")
-
-    def _audit_refusal(self, method: str, peer: str) -> None:
-        now = time.monotonic()
-        self._allowance = min(float(REFUSALS_BURST), self._allowance + (now - self._at) * REFUSALS_PER_SECOND)
-        self._at = now
-        if self._allowance < 1.0:
-            self._suppressed += 1
-            if self._suppressed == 1:  # the count is written once a record is allowed again
-                asyncio.get_running_loop().call_later(1.0 / REFUSALS_PER_SECOND, self._audit_suppressed)
-            return
-        self._allowance -= 1.0
-        self._audit.record("authenticate", decision_id=str(uuid.uuid4()), code="unauthenticated", method=method,
-                           peer=peer)
-        self._audit.flush()
-
-    def _audit_suppressed(self) -> None:
-        count, self._suppressed = self._suppressed, 0
-        self._audit.record("authenticate", decision_id=str(uuid.uuid4()), code="unauthenticated", suppressed=count)
-        self._audit.flush()
 
     def _wrap_unary(self, behavior: Callable[..., Any], method: str, decode: Callable[[bytes], Any]) -> Callable[..., Any]:
         async def wrapper(raw: bytes, context: grpc.aio.ServicerContext) -> Any:

@@ -11,15 +11,23 @@ the server sets no such limit; instead each kind of work has a gauge of its own:
 - streams anyone may open (health ``Watch``, reflection): ``limits.max_public_streams`` for
   each of those services, so neither can crowd out the other, nor the calls.
 
-Past a limit a stream is refused at once with ``RESOURCE_EXHAUSTED``.
+Past a limit a stream is refused at once with ``RESOURCE_EXHAUSTED``. A public stream refused
+so is audited (``admit``, ``concurrency_limited``, the method and the peer) through the
+server's ``gateway.auth.RefusalAudit``: its callers hold no key, so a flood of them is counted
+rather than written line by line.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import grpc
+
+from gateway.codes import Code
+
+if TYPE_CHECKING:  # gateway.auth imports this module
+    from gateway.auth import RefusalAudit
 
 
 class Gauge:
@@ -46,20 +54,24 @@ def refuse_stream_message(what: str, limit: int) -> str:
 
 class CappedStreams:
     """Stands in for the server while a service anyone may call is added: its streaming
-    methods are counted against one gauge per service; unary methods pass through."""
+    methods are counted against one gauge per service (refusals audited through ``refusals``);
+    unary methods pass through."""
 
-    def __init__(self, server: grpc.aio.Server, limit: int) -> None:
+    def __init__(self, server: grpc.aio.Server, limit: int, refusals: RefusalAudit) -> None:
         self._server = server
         self._limit = limit
+        self._refusals = refusals
 
     def add_generic_rpc_handlers(self, handlers: Iterable[grpc.GenericRpcHandler]) -> None:
         for h in handlers:
             gauge = Gauge(self._limit)
-            self._server.add_generic_rpc_handlers((WrappedGeneric(h, lambda handler, _, g=gauge: capped(handler, g)),))
+            self._server.add_generic_rpc_handlers(
+                (WrappedGeneric(h, lambda handler, method, g=gauge: capped(handler, g, method, self._refusals)),))
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
         gauge = Gauge(self._limit)
-        self._server.add_registered_method_handlers(service, {n: capped(h, gauge) for n, h in handlers.items()})
+        self._server.add_registered_method_handlers(
+            service, {n: capped(h, gauge, f"/{service}/{n}", self._refusals) for n, h in handlers.items()})
 
 
 class WrappedGeneric(grpc.GenericRpcHandler):
@@ -83,19 +95,21 @@ class WrappedGeneric(grpc.GenericRpcHandler):
         return known[1]
 
 
-def capped(handler: grpc.RpcMethodHandler, gauge: Gauge) -> grpc.RpcMethodHandler:
-    """``handler`` with its stream counted against ``gauge`` (unary handlers unchanged)."""
+def capped(handler: grpc.RpcMethodHandler, gauge: Gauge, method: str, refusals: RefusalAudit) -> grpc.RpcMethodHandler:
+    """``handler`` (of ``method``) with its stream counted against ``gauge``, a refusal audited
+    through ``refusals`` (unary handlers unchanged)."""
     for kind, make in (("unary_stream", grpc.unary_stream_rpc_method_handler),
                        ("stream_stream", grpc.stream_stream_rpc_method_handler)):
         behavior = getattr(handler, kind)
         if behavior is not None:
-            return make(_counted(behavior, gauge), request_deserializer=handler.request_deserializer,
+            return make(_counted(behavior, gauge, method, refusals), request_deserializer=handler.request_deserializer,
                         response_serializer=handler.response_serializer)
     return handler
 
 
-def _counted(behavior: Callable[..., Any], gauge: Gauge) -> Callable[..., Any]:
+def _counted(behavior: Callable[..., Any], gauge: Gauge, method: str, refusals: RefusalAudit) -> Callable[..., Any]:
     async def refuse(context: grpc.aio.ServicerContext) -> None:
+        refusals.refused("admit", str(Code.CONCURRENCY_LIMITED), context.peer(), method=method)
         await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refuse_stream_message("streams of this service", gauge.limit))
 
     if inspect.isasyncgenfunction(behavior):  # answers by yielding

@@ -1,10 +1,16 @@
-"""The gRPC server: ``create_server(config, address) -> (server, port, app)``."""
+"""The gRPC server: ``create_server(config, address) -> (server, port, app)``.
+
+Every method is a registered method handler, found by one dict lookup per call; grpc.aio asks
+the generic handlers only for a method not registered, and ``UnknownMethods``, the last of
+them, answers every such call: audited through the server's ``RefusalAudit`` (the caller may
+hold no key), then UNIMPLEMENTED, as grpc itself would answer."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -14,7 +20,7 @@ from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway import metrics, tracing
 from gateway.app import GatewayApp
-from gateway.auth import AuthenticatedServer
+from gateway.auth import AuthenticatedServer, RefusalAudit, caller_text
 from gateway.config import Config
 from gateway.edge_limits import CappedStreams
 from gateway.servicer import ToolGatewayServicer
@@ -29,21 +35,46 @@ async def create_server(config: Config, address: str | None = None, *, app: Gate
     server = grpc.aio.server(
         options=[("grpc.max_receive_message_length", config.limits.max_args_bytes * 2 + 65536)],
     )
-    secured = AuthenticatedServer(server, app.authenticator, app.audit)  # every toolgate.v1 method authenticates
+    refusals = RefusalAudit(app.audit)  # of callers that may hold no key: one allowance for the server
+    # every toolgate.v1 method authenticates
+    secured = AuthenticatedServer(server, app.authenticator, app.audit, refusals)
     pb_grpc.add_ToolGatewayServicer_to_server(ToolGatewayServicer(app), secured)
     _add_approvals(secured, app)
-    public = CappedStreams(server, config.limits.max_public_streams)  # no key needed: streams counted
+    public = CappedStreams(server, config.limits.max_public_streams, refusals)  # no key needed: streams counted
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, public)
     names = [pb.DESCRIPTOR.services_by_name[n].full_name for n in ("ToolGateway", "Approvals")]
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(  # enable_server_reflection wants the server itself
         reflection.aio.ReflectionServicer([*names, health.SERVICE_NAME, reflection.SERVICE_NAME]), public)
+    server.add_generic_rpc_handlers((UnknownMethods(refusals),))  # last: asked only when nothing else answers
     port = _bind(server, config, address or config.listen)
     await server.start()
     app.start_sweeper()  # idempotency outcomes past their retention
     for name in ("", *names):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return server, port, app
+
+
+UNKNOWN_METHOD = "unknown_method"
+"""The audit code of a call to a method no service has (grpc's own answer: UNIMPLEMENTED)."""
+
+
+class UnknownMethods(grpc.GenericRpcHandler):
+    """Answers a call to a method no service has: audited (``request``, ``unknown_method``, the
+    method the caller named as ``caller_text``, the peer), then UNIMPLEMENTED. A stream-stream
+    handler, so it answers at once whatever kind of call it is; it reads nothing."""
+
+    def __init__(self, refusals: RefusalAudit) -> None:
+        self._refusals = refusals
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        named = caller_text("method", handler_call_details.method)
+
+        async def refuse(requests: Any, context: grpc.aio.ServicerContext) -> None:
+            self._refusals.refused("request", UNKNOWN_METHOD, context.peer(), **named)
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+
+        return grpc.stream_stream_rpc_method_handler(refuse)
 
 
 def _add_approvals(server: AuthenticatedServer, app: GatewayApp) -> None:

@@ -1,7 +1,11 @@
-"""The gRPC edge: proto in → domain model → pipeline → proto out. Nothing else."""
+"""The gRPC edge: proto in → domain model → pipeline → proto out. Nothing else.
+
+A request refused here, before the pipeline (which audits its own), is audited once
+(``request``, its code, the method, the caller, the peer, the reason shown to the caller)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import grpc
@@ -9,11 +13,13 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
-from gateway.auth import require_identity
-from gateway.models import ApprovalRequired, CallResult, EvidenceRequired, Observation, Refused, ToolCall
+from gateway.auth import caller_text, require_identity
+from gateway.codes import Code
+from gateway.models import ApprovalRequired, CallResult, EvidenceRequired, Identity, Observation, Refused, ToolCall
 from gateway.normalize import data_json
 
 MAX_NAME = 256
+_METHOD = f"/{pb.DESCRIPTOR.services_by_name['ToolGateway'].full_name}/"
 
 
 class ToolGatewayServicer(pb_grpc.ToolGatewayServicer):
@@ -23,14 +29,17 @@ class ToolGatewayServicer(pb_grpc.ToolGatewayServicer):
     async def ListTools(self, request: pb.ListToolsRequest, context: grpc.aio.ServicerContext) -> pb.ListToolsResponse:
         identity = require_identity()
         if "agent" not in identity.roles:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "only identities with the agent role may list tools")
+            await self._refuse(context, identity, "ListTools", Code.PERMISSION_DENIED,
+                               grpc.StatusCode.PERMISSION_DENIED, "only identities with the agent role may list tools")
         tools = await self._app.visible_tools(identity)
         return pb.ListToolsResponse(tools=[_tool_info(t) for t in tools])
 
     async def ExecuteTool(self, request: pb.ToolCallRequest, context: grpc.aio.ServicerContext) -> pb.ToolCallResponse:
         identity = require_identity()
         if not request.tool or len(request.tool) > MAX_NAME:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tool must be a name of 1 to 256 characters")
+            await self._refuse(context, identity, "ExecuteTool", Code.INVALID_ARGUMENTS,
+                               grpc.StatusCode.INVALID_ARGUMENT, "tool must be a name of 1 to 256 characters",
+                               **caller_text("tool", request.tool))
         call = ToolCall(
             tool=request.tool,
             args_json=request.args_json,
@@ -43,6 +52,17 @@ class ToolGatewayServicer(pb_grpc.ToolGatewayServicer):
         )
         result = await self._app.pipeline.execute(identity, call)
         return result_to_proto(result)
+
+    async def _refuse(self, context: grpc.aio.ServicerContext, identity: Identity, method: str, code: Code,
+                      status: grpc.StatusCode, reason: str, **named: Any) -> None:
+        """Audit a refusal the pipeline never saw, then abort with ``status``; ``named``: what
+        the caller sent, already made safe to store (``caller_text``)."""
+        audit = self._app.audit
+        audit.record("request", decision_id=str(uuid.uuid4()), code=str(code), method=_METHOD + method,
+                     peer=context.peer(), tenant=identity.tenant, agent=identity.agent, user=identity.user,
+                     reason=reason, **named)
+        audit.flush()
+        await context.abort(status, reason)
 
 
 def _tool_info(tool: Any) -> pb.ToolInfo:

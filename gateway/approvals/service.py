@@ -15,7 +15,6 @@ is audited with, and ``audited`` once the service has written the refusal itself
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import time
 import uuid
 from datetime import datetime, timezone
@@ -28,6 +27,7 @@ from gateway.approvals.config import ApprovalsConfig
 from gateway.approvals.events import EventHub
 from gateway.approvals.keyring import GrantKeys, Keyring
 from gateway.audit import AuditLog
+from gateway.auth import caller_text
 from gateway.codes import Code
 from gateway.models import ApprovalRequired, CallContext, Identity
 from gateway.store.base import ApprovalRecord, ApprovalStatus, Store, VoteStatus
@@ -268,11 +268,7 @@ class ApprovalService:
         ``approval_id_escaped`` (its first 64 characters with everything outside printable ASCII
         escaped: no control, line-breaking or terminal character reaches a reader of the log)
         and ``approval_id_sha256`` (the whole id, UTF-8)."""
-        named = {} if approval_id is None else {
-            "approval_id_escaped": approval_id[:64].encode("unicode_escape").decode("ascii"),
-            "approval_id_sha256": "sha256:" + hashlib.sha256(approval_id.encode("utf-8", "surrogatepass")).hexdigest(),
-            "approval_id_length": len(approval_id),
-        }
+        named = {} if approval_id is None else caller_text("approval_id", approval_id)
         self.audit.record(
             "approval", decision_id=str(uuid.uuid4()), code=str(code), action="refused", method=method,
             tenant=identity.tenant, agent=identity.agent, user=identity.user, reason=reason, at=self.clock(), **named)

@@ -54,7 +54,7 @@ def _ipv6() -> str:
         return f"(?:{_H16}:){{{n}}}" if n else ""
 
     def upto(n: int) -> str:  # [ *n( h16 ":" ) h16 ]
-        return f"(?:(?:{_H16}:){{0,{n}}}{_H16})?" if n >= 0 else ""
+        return f"(?:(?:{_H16}:){{0,{n}}}{_H16})?"
 
     forms = [f"{h(6)}{_LS32}", f"::{h(5)}{_LS32}", f"{upto(0)}::{h(4)}{_LS32}", f"{upto(1)}::{h(3)}{_LS32}",
              f"{upto(2)}::{h(2)}{_LS32}", f"{upto(3)}::{_H16}:{_LS32}", f"{upto(4)}::{_LS32}",
@@ -64,7 +64,7 @@ def _ipv6() -> str:
 
 _IP_LITERAL = rf"\[(?:{_ipv6()}|[vV][0-9A-Fa-f]++\.[{_UNRESERVED}{_SUB_DELIMS}:]++)\]"
 _IAUTHORITY = (
-    rf"(?:(?>{_run(_IUNRESERVED + _SUB_DELIMS + ':')})@)?"  # iuserinfo "@": no "@" in either part
+    rf"(?:{_run(_IUNRESERVED + _SUB_DELIMS + ':')}@)?"  # iuserinfo "@": no "@" in either part
     rf"(?:{_IP_LITERAL}|{_run(_IUNRESERVED + _SUB_DELIMS)})"  # IPv4address is also an ireg-name
     r"(?::[0-9]*+)?"
 )

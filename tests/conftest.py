@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import select
+import subprocess
+import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -186,3 +190,33 @@ def route_every_proxy_to(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
         monkeypatch.setenv(name.lower(), url)
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
+
+
+class JsonLineWorker:
+    """A Python subprocess running ``code``, which answers each JSON line on its stdin with one
+    JSON line; replaced by a fresh one when an answer does not come in time (it hung, or the
+    code under test killed it), and ``ask`` then returns None. For tests whose subject may hang
+    or crash the interpreter."""
+
+    def __init__(self, code: str, cwd: str | Path | None = None) -> None:
+        self._code, self._cwd = code, cwd
+        self.proc = self._start()
+
+    def _start(self) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", self._code], cwd=self._cwd, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def ask(self, job: dict, timeout: float) -> Any | None:
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            self.close()
+            self.proc = self._start()
+            return None
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()

@@ -10,10 +10,6 @@ through runs fast on adversarial strings (in a subprocess, so a miss fails inste
 from __future__ import annotations
 
 import itertools
-import json
-import select
-import subprocess
-import sys
 import time
 
 import pytest
@@ -24,7 +20,7 @@ from gateway.arguments import SchemaValidator
 from gateway.config import ConfigError, load_config
 from gateway.ecma_regex import PatternError, compile_pattern, schema_problems
 from gateway.pattern_risk import assess, backtracking_risk
-from tests.conftest import config_file_with_tool
+from tests.conftest import JsonLineWorker, config_file_with_tool
 
 
 # (pattern, the rule it breaks)
@@ -217,37 +213,9 @@ def _adversarial(pattern: str) -> list[str]:
     return [run + tail for run in runs for tail in "!\n"]
 
 
-class _Worker:
-    """A subprocess running regress, replaced when a pattern hangs or kills it."""
-
-    def __init__(self) -> None:
-        self.proc = self._start()
-
-    @staticmethod
-    def _start() -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
-
-    def worst_seconds(self, pattern: str, inputs: list[str], timeout: float) -> float | None:
-        """The slowest search of ``pattern`` over ``inputs``; None when it did not finish in ``timeout``."""
-        self.proc.stdin.write(json.dumps({"pattern": pattern, "inputs": inputs}) + "\n")
-        self.proc.stdin.flush()
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line:  # hung, or the engine aborted the process
-            self.close()
-            self.proc = self._start()
-            return None
-        return json.loads(line)
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-
 @pytest.fixture(scope="module")
 def worker():
-    w = _Worker()
+    w = JsonLineWorker(_WORKER)
     yield w
     w.close()
 
@@ -261,6 +229,6 @@ def test_a_pattern_let_through_runs_fast_on_adversarial_strings(worker, pattern)
         return
     if backtracking_risk(pattern) is not None:
         return
-    worst = worker.worst_seconds(pattern, _adversarial(pattern), timeout=5.0)
+    worst = worker.ask({"pattern": pattern, "inputs": _adversarial(pattern)}, timeout=5.0)  # None: hung or aborted
     assert worst is not None, f"{pattern!r} was let through but hung or crashed regress on 2,000 characters"
     assert worst < 0.5, f"{pattern!r} was let through but took {worst:.2f} s on 2,000 characters"

@@ -12,11 +12,7 @@ deadline instead of hanging the suite.
 
 from __future__ import annotations
 
-import json
 import secrets
-import select
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +24,7 @@ from gateway.executors.subprocess import DEFAULT_MAX_OUTPUT
 from gateway.injection import MAX_SCAN_CHARS
 from gateway.injection import PATTERNS as INJECTION_PATTERNS
 from gateway.scrub import DEFAULT_PATTERNS, PATTERN_MARGIN_BYTES
+from tests.conftest import JsonLineWorker
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -145,38 +142,15 @@ for line in sys.stdin:
 """
 
 
-class _Worker:
-    """A subprocess timing jobs, replaced when one does not finish by the deadline."""
-
-    def __init__(self) -> None:
-        self.proc = self._start()
-
-    @staticmethod
-    def _start() -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-c", _WORKER], cwd=ROOT, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-
-    def seconds(self, job: dict, sizes: list[int]) -> list[float] | None:
-        """The CPU time of each size in turn (fewer when one took over MOST_SECONDS); None on the deadline."""
-        runs = [3] * (len(sizes) - 1) + [2]  # the best of a few; fewer for the largest, which times better
-        self.proc.stdin.write(json.dumps({**job, "sizes": sizes, "runs": runs, "give_up": MOST_SECONDS}) + "\n")
-        self.proc.stdin.flush()
-        ready, _, _ = select.select([self.proc.stdout], [], [], DEADLINE_SECONDS)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line:
-            self.close()
-            self.proc = self._start()
-            return None
-        return json.loads(line)
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
+def _seconds(worker: JsonLineWorker, job: dict, sizes: list[int]) -> list[float] | None:
+    """The CPU time of each size in turn (fewer when one took over MOST_SECONDS); None on the deadline."""
+    runs = [3] * (len(sizes) - 1) + [2]  # the best of a few; fewer for the largest, which times better
+    return worker.ask({**job, "sizes": sizes, "runs": runs, "give_up": MOST_SECONDS}, DEADLINE_SECONDS)
 
 
 @pytest.fixture(scope="module")
 def worker():
-    w = _Worker()
+    w = JsonLineWorker(_WORKER, cwd=ROOT)
     yield w
     w.close()
 
@@ -186,8 +160,8 @@ def _regex_job(name: str, head: str, unit: str, tail: str) -> dict:
     return {"kind": "regex", "pattern": regex.pattern, "flags": regex.flags, "head": head, "unit": unit, "tail": tail}
 
 
-def _assert_linear(worker: _Worker, job: dict, size: int, what: str) -> None:
-    seconds = worker.seconds(job, [size // 4, size])
+def _assert_linear(worker: JsonLineWorker, job: dict, size: int, what: str) -> None:
+    seconds = _seconds(worker, job, [size // 4, size])
     assert seconds is not None, f"{what}: not done in {DEADLINE_SECONDS:.0f} s on {size // 4:,} characters"
     assert len(seconds) == 2, f"{what}: {seconds[0]:.2f} s on {size // 4:,} characters"
     quarter, full = seconds

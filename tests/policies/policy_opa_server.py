@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -29,6 +30,26 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from policies.testing import OPA_VERSION
 
 REGO = Path(__file__).resolve().parents[2] / "rego"
+
+WRITE = {
+    "tool": {"name": "write_file", "version": "1", "risk": {"side_effect": "write"}, "labels": [], "constraints": {}},
+    "args": {"path": "notes/a.md"},
+    "run": {"id": "r", "step": 1, "evidence": {}},
+}
+"""A policy input the default bundle sends to approval (never ``allow``)."""
+
+
+async def certificate_refused(engine: Any) -> None:
+    """Assert that ``engine`` (an https ``OPAEngine``) does not trust OPA's certificate: a
+    decision fails ``policy_unavailable`` naming the verification failure. Closes the engine."""
+    from policies import PolicyError
+
+    try:
+        with pytest.raises(PolicyError) as info:
+            await engine.evaluate(WRITE)
+    finally:
+        await engine.close()
+    assert info.value.code == "policy_unavailable" and "CERTIFICATE_VERIFY_FAILED" in str(info.value)
 
 
 def opa_path() -> Path:

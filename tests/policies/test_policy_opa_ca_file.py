@@ -16,17 +16,12 @@ from pydantic import ValidationError
 
 from gateway.config import Config, ConfigError
 from gateway.testing import calls_recorded, start_gateway
-from policies import OPAEngine, PolicyError, PolicyLoadError
-from policy_opa_server import REGO, tls_files
+from policies import OPAEngine, PolicyLoadError
+from policy_opa_server import REGO, certificate_refused, tls_files
 from tests.conftest import Client, audit_steps, demo_config
 
 pytestmark = pytest.mark.opa
 
-WRITE = {
-    "tool": {"name": "write_file", "version": "1", "risk": {"side_effect": "write"}, "labels": [], "constraints": {}},
-    "args": {"path": "notes/a.md"},
-    "run": {"id": "r", "step": 1, "evidence": {}},
-}
 
 
 @pytest.fixture
@@ -88,12 +83,7 @@ async def test_opa_ca_file_replaces_the_trust_from_the_environment(tls_opa, tmp_
     monkeypatch.setenv("SSL_CERT_FILE", str(ca))
     other_ca = tls_files(tmp_path)[0]
     engine = OPAEngine(server.url, timeout_ms=2000, ca_file=other_ca)
-    try:
-        with pytest.raises(PolicyError) as info:
-            await engine.evaluate(WRITE)
-    finally:
-        await engine.close()
-    assert info.value.code == "policy_unavailable" and "CERTIFICATE_VERIFY_FAILED" in str(info.value)
+    await certificate_refused(engine)
     with pytest.raises(PolicyLoadError, match="CERTIFICATE_VERIFY_FAILED"):
         engine.reload()
 

@@ -16,17 +16,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from policies import OPAEngine, PolicyError
+from policies import OPAEngine
+from policy_opa_server import WRITE, certificate_refused
 from tests.conftest import route_every_proxy_to
 
 pytestmark = pytest.mark.opa
 
-WRITE = {
-    "tool": {"name": "write_file", "version": "1", "risk": {"side_effect": "write"}, "labels": [], "constraints": {}},
-    "args": {"path": "notes/a.md"},
-    "run": {"id": "r", "step": 1, "evidence": {}},
-}
-"""The default bundle requires approval for it; the proxy would say ``allow``."""
 
 FORGED = b'{"result":{"decision":"allow","reasons":["forged by the proxy"]},"decision_id":"forged"}'
 
@@ -111,9 +106,4 @@ async def test_an_https_opa_whose_ca_is_not_trusted_is_unavailable(tls_opa, monk
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
     engine = OPAEngine(tls_opa[0].url, timeout_ms=2000)
-    try:
-        with pytest.raises(PolicyError) as info:
-            await engine.evaluate(WRITE)
-    finally:
-        await engine.close()
-    assert info.value.code == "policy_unavailable" and "CERTIFICATE_VERIFY_FAILED" in str(info.value)
+    await certificate_refused(engine)

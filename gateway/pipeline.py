@@ -31,6 +31,7 @@ from gateway import metrics, tracing
 from gateway import policy as policy_stage
 from gateway.arguments import ArgumentsError, args_hash, parse_strict
 from gateway.audit import AuditLog
+from gateway.auth import caller_text, escaped
 from gateway.claims import Conflict, ExecutionClaims, Replay, Won
 from gateway.codes import Code
 from gateway.config import Config
@@ -138,7 +139,7 @@ class Pipeline:
     async def _resolve(self, c: _Call) -> Outcome | None:
         c.ctx.tool = self.tools.resolve(c.ctx.call.tool)
         if c.ctx.tool is None:
-            self._audit(c, "resolve", Code.UNKNOWN_TOOL, tool=c.ctx.call.tool[:128])
+            self._audit(c, "resolve", Code.UNKNOWN_TOOL, **caller_text("tool", c.ctx.call.tool))
             return Refused(Code.UNKNOWN_TOOL, (f"no tool named {c.ctx.call.tool[:128]!r} is registered",))
         self._audit(c, "resolve", Code.OK, tool=c.ctx.tool.name, tool_version=c.ctx.tool.config.version)
         return None
@@ -298,7 +299,8 @@ class Pipeline:
         (``anchor``: move the head file too; once per call is enough)."""
         ctx = c.ctx
         self.audit.record(
-            record, decision_id=ctx.decision_id, code=str(code), tool=ctx.call.tool[:128], args_hash=ctx.args_hash,
+            record, decision_id=ctx.decision_id, code=str(code), args_hash=ctx.args_hash,
+            tool=ctx.tool.name if ctx.tool is not None else escaped(ctx.call.tool),  # unresolved: the caller's text
             steps=c.steps, **fields,
         )
         c.steps = []  # only once written: a record that fails keeps its steps for the next one

@@ -1,5 +1,5 @@
 """Refusals made at the gRPC edge, before or outside the pipeline, are in the audit log, over
-a real server: a caller with a key, audited once with its identity; a caller that may hold no
+a real server (and the pipeline's own refusal of a tool name it does not know): a caller with a key, audited once with its identity; a caller that may hold no
 key (public streams past their limit, unknown methods), audited through the flood-limited
 ``RefusalAudit``. What the caller chose (a tool name, a method path) is stored escaped and
 hashed, never as sent."""
@@ -101,6 +101,24 @@ async def test_a_malformed_tool_name_is_audited_once_escaped_and_hashed(gateway,
     assert (record["tool_sha256"], record["tool_length"]) == (_sha256(tool), len(tool))
     assert _printable(record["tool_escaped"]) and "tool" not in record
     assert record["tool_escaped"] == tool[:64].encode("unicode_escape").decode("ascii")
+
+
+async def test_an_unknown_tool_name_reaches_the_pipeline_log_escaped_and_hashed(gateway) -> None:
+    tool = "no_such_tool" + HOSTILE  # a valid length: the pipeline, not the edge, refuses it
+    client = Client(gateway.address)
+    try:
+        resp = await client.call(tool)
+    finally:
+        await client.close()
+    assert resp.refused.code == "unknown_tool"
+    text = gateway.app.config.audit_path.read_text()
+    assert "\u202e" not in text and "\x1b" not in text  # neither character as sent, anywhere
+    [result] = _records(gateway, stage="result", decision_id=resp.decision_id)
+    assert _printable(result["tool"]) and result["tool"] == tool[:64].encode("unicode_escape").decode("ascii")
+    [resolve] = [s for s in result["steps"] if s["stage"] == "resolve"]
+    assert resolve["code"] == "unknown_tool" and "tool" not in resolve
+    assert (resolve["tool_escaped"], resolve["tool_sha256"], resolve["tool_length"]) == (
+        result["tool"], _sha256(tool), len(tool))
 
 
 async def test_a_public_stream_past_its_limit_is_refused_and_audited(small) -> None:

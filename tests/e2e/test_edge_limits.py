@@ -5,6 +5,7 @@ cleanly and recoverably."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import grpc
 import pytest
@@ -62,7 +63,9 @@ async def test_calls_past_the_in_flight_limit_are_refused_and_audited(small) -> 
     client = Client(small.address)
     try:
         slow = [asyncio.create_task(client.call("sleep", '{"seconds": 1.5}')) for _ in range(2)]
-        await asyncio.sleep(0.5)
+        deadline = time.monotonic() + 5
+        while small.app.pipeline.in_flight.open < 2 and time.monotonic() < deadline:  # both slow calls admitted
+            await asyncio.sleep(0.01)
         busy = await client.call("echo", '{"x": 1}')
         assert busy.code == "concurrency_limited" and busy.refused.retry_after_seconds == 1
         assert [r.code for r in await asyncio.gather(*slow)] == ["ok", "ok"]

@@ -165,7 +165,7 @@ class AuthenticatedServer:
     async def _identify(self, context: grpc.aio.ServicerContext, method: str) -> Identity:
         identity = self._auth.authenticate(context.invocation_metadata())
         if identity is None:
-            self._refusals.refused("authenticate", "unauthenticated", context.peer(), method=method)
+            self._refusals.refused("authenticate", str(Code.UNAUTHENTICATED), context.peer(), method=method)
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown API key")
         return identity  # type: ignore[return-value]
 

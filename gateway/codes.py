@@ -42,3 +42,6 @@ class Code(StrEnum):
     TOOL_ERROR = "tool_error"
     CANCELLED = "cancelled"
     INTERNAL_ERROR = "internal_error"
+    # refusals at the gRPC edge, answered with a gRPC status (these codes label their audit records)
+    UNAUTHENTICATED = "unauthenticated"  # no key, or one no identity has: UNAUTHENTICATED
+    UNKNOWN_METHOD = "unknown_method"  # a method no service has: UNIMPLEMENTED

@@ -21,6 +21,7 @@ from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway import metrics, tracing
 from gateway.app import GatewayApp
 from gateway.auth import AuthenticatedServer, RefusalAudit, caller_text
+from gateway.codes import Code
 from gateway.config import Config
 from gateway.edge_limits import CappedStreams
 from gateway.servicer import ToolGatewayServicer
@@ -55,10 +56,6 @@ async def create_server(config: Config, address: str | None = None, *, app: Gate
     return server, port, app
 
 
-UNKNOWN_METHOD = "unknown_method"
-"""The audit code of a call to a method no service has (grpc's own answer: UNIMPLEMENTED)."""
-
-
 class UnknownMethods(grpc.GenericRpcHandler):
     """Answers a call to a method no service has: audited (``request``, ``unknown_method``, the
     method the caller named as ``caller_text``, the peer), then UNIMPLEMENTED. A stream-stream
@@ -71,7 +68,7 @@ class UnknownMethods(grpc.GenericRpcHandler):
         named = caller_text("method", handler_call_details.method)
 
         async def refuse(requests: Any, context: grpc.aio.ServicerContext) -> None:
-            self._refusals.refused("request", UNKNOWN_METHOD, context.peer(), **named)
+            self._refusals.refused("request", str(Code.UNKNOWN_METHOD), context.peer(), **named)
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
 
         return grpc.stream_stream_rpc_method_handler(refuse)

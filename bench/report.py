@@ -24,9 +24,9 @@ def derive(runs: dict[str, dict[str, list[dict[str, float]]]]) -> dict[str, dict
             pairs = list(zip(rounds, base))
             row = {k: _median([r[k] for r in rounds]) for k in rounds[0]}
             row["errors"] = sum(r["errors"] for r in rounds)  # every failed call of every round
-            row["throughput_ratio"] = _median([r["throughput"] / b["throughput"] for r, b in pairs])
-            row["added_p50_ms"] = _median([r["p50_ms"] - b["p50_ms"] for r, b in pairs])
-            row["added_p99_ms"] = _median([r["p99_ms"] - b["p99_ms"] for r, b in pairs])
+            _per_round(row, "throughput_ratio", [r["throughput"] / b["throughput"] for r, b in pairs])
+            _per_round(row, "added_p50_ms", [r["p50_ms"] - b["p50_ms"] for r, b in pairs])
+            _per_round(row, "added_p99_ms", [r["p99_ms"] - b["p99_ms"] for r, b in pairs])
             row["cpu_ratio"] = _median([r["cpu_us_per_call"] / b["cpu_us_per_call"] for r, b in pairs if b["cpu_us_per_call"]])
             out[name][c] = row
     return out
@@ -39,10 +39,18 @@ def derive_open_loop(runs: dict[str, list[dict[str, float]]]) -> dict[str, dict[
         pairs = list(zip(rounds, runs["echo"]))
         row = {k: _median([r[k] for r in rounds]) for k in rounds[0]}
         row["errors"] = sum(r["errors"] for r in rounds)
-        row["added_p50_ms"] = _median([r["p50_ms"] - b["p50_ms"] for r, b in pairs])
-        row["added_p99_ms"] = _median([r["p99_ms"] - b["p99_ms"] for r, b in pairs])
+        _per_round(row, "added_p50_ms", [r["p50_ms"] - b["p50_ms"] for r, b in pairs])
+        _per_round(row, "added_p99_ms", [r["p99_ms"] - b["p99_ms"] for r, b in pairs])
         out[name] = row
     return out
+
+
+def _per_round(row: dict[str, Any], name: str, values: list[float]) -> None:
+    """``row[name]``: the median of a figure taken per round; ``row[name + "_range"]``: its
+    lowest and highest round, so a reader sees how far one run's rounds spread."""
+    row[name] = _median(values)
+    kept = [v for v in values if v is not None and not math.isnan(v)]
+    row[name + "_range"] = [min(kept), max(kept)] if kept else None
 
 
 def budgets(derived: dict[str, Any], micro: dict[str, Any], hol: dict[str, Any] | None,
@@ -56,11 +64,16 @@ def budgets(derived: dict[str, Any], micro: dict[str, Any], hol: dict[str, Any] 
     paced = (open_loop or {}).get("derived", {}).get("allow", {})
     at = f"paced at {open_loop['rate_fraction_of_allow_capacity']:.0%} of allow capacity" if open_loop else "paced"
     rows = [
-        ("allow throughput / echo @32 callers, closed loop", allow32.get("throughput_ratio"), ">=", 0.40, "x"),
-        ("allow added p50 @32 callers, closed loop (saturation)", allow32.get("added_p50_ms"), "<=", 1.0, "ms"),
-        ("allow added p99 @32 callers, closed loop (saturation)", allow32.get("added_p99_ms"), "<=", 5.0, "ms"),
-        (f"allow added p50 @32 callers, open loop ({at})", paced.get("added_p50_ms"), "<=", 1.0, "ms"),
-        (f"allow added p99 @32 callers, open loop ({at})", paced.get("added_p99_ms"), "<=", 5.0, "ms"),
+        ("allow throughput / echo @32 callers, closed loop", allow32.get("throughput_ratio"), ">=", 0.40, "x",
+         allow32.get("throughput_ratio_range")),
+        ("allow added p50 @32 callers, closed loop (saturation)", allow32.get("added_p50_ms"), "<=", 1.0, "ms",
+         allow32.get("added_p50_ms_range")),
+        ("allow added p99 @32 callers, closed loop (saturation)", allow32.get("added_p99_ms"), "<=", 5.0, "ms",
+         allow32.get("added_p99_ms_range")),
+        (f"allow added p50 @32 callers, open loop ({at})", paced.get("added_p50_ms"), "<=", 1.0, "ms",
+         paced.get("added_p50_ms_range")),
+        (f"allow added p99 @32 callers, open loop ({at})", paced.get("added_p99_ms"), "<=", 5.0, "ms",
+         paced.get("added_p99_ms_range")),
         ("embedded decision p50", micro.get("policy_decision_us"), "<=", 50.0, "us"),
         ("OPA added p50 over embedded @1", _opa_added(derived), "<=", 0.5, "ms"),
         ("fast call during 1000 slow / idle p50", hol.get("ratio_p50") if hol else None, "<=", 2.0, "x"),
@@ -69,12 +82,13 @@ def budgets(derived: dict[str, Any], micro: dict[str, Any], hol: dict[str, Any] 
          memory.get("second_half_limit_mb") if memory else 0.0, "MB"),
     ]
     result = []
-    for name, value, op, limit, unit in rows:
+    for name, value, op, limit, unit, *spread in rows:
         if value is None or (isinstance(value, float) and math.isnan(value)):
             verdict = "NOT MEASURED"
         else:
             verdict = "PASS" if (value >= limit if op == ">=" else value <= limit) else "FAIL"
-        result.append({"budget": name, "value": value, "op": op, "limit": limit, "unit": unit, "verdict": verdict})
+        result.append({"budget": name, "value": value, "op": op, "limit": limit, "unit": unit, "verdict": verdict,
+                       "rounds_range": spread[0] if spread else None})
     return result
 
 
@@ -128,9 +142,12 @@ def table(results: dict[str, Any]) -> str:
     if mem:
         lines += [f"memory: RSS {mem['rss_1k_mb']:.1f} MB after 1k calls, {mem['rss_half_mb']:.1f} MB after "
                   f"{mem['calls'] // 2:,}, {mem['rss_n_mb']:.1f} MB after {mem['calls']:,} = {mem['rss_ratio']:.3f}x"]
-    lines += ["", "| budget | measured | limit | verdict |", "|---|---:|---:|---|"]
+    lines += ["", "| budget | measured | rounds (lowest – highest) | limit | verdict |", "|---|---:|---:|---:|---|"]
     for b in results["budgets"]:
-        lines.append(f"| {b['budget']} | {_fmt(b['value'])} {b['unit']} | {b['op']} {_fmt(b['limit'])} {b['unit']} | {b['verdict']} |")
+        spread = b.get("rounds_range")
+        shown = f"{_fmt(spread[0])} – {_fmt(spread[1])}" if spread else ""
+        lines.append(f"| {b['budget']} | {_fmt(b['value'])} {b['unit']} | {shown} | {b['op']} {_fmt(b['limit'])} {b['unit']} | "
+                     f"{b['verdict']} |")
     return "\n".join(lines)
 
 

@@ -286,8 +286,14 @@ class _Runner:
 
     async def resume(self, wait: float | None) -> None:
         """Redeem the pause's approvals, then loop. A cancel after the first redeeming call
-        stops the run ``cancelled``; before it (still waiting) the pause stays as it was."""
+        stops the run ``cancelled``; before it (still waiting) the pause stays as it was.
+
+        The tools are listed first: a gateway that cannot list them fails the resume before
+        anything is redeemed, so the pause stays as it was and a later resume can go on. Listed
+        after the redeeming calls, the failure would leave a run with no stop reason, one that
+        no resume picks up again."""
         try:
+            await self.list_tools()
             if await self.redeem(wait) and self.state.stop_reason is None:
                 await self.run()
         except asyncio.CancelledError:

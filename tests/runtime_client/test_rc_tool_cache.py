@@ -8,10 +8,10 @@ import asyncio
 import pytest
 
 from runtime_client import (
-    AgentState, Answer, AsyncGatewayClient, GatewayClient, ToolCall, TransportError, run_agent,
+    AgentState, Answer, AsyncGatewayClient, GatewayClient, StopReason, ToolCall, TransportError, resume, run_agent,
 )
 from runtime_client._client import DEFAULT_TOOLS_TTL
-from runtime_client.testing import AsyncFakeTransport, FakeGateway, FakeTransport
+from runtime_client.testing import AsyncFakeTransport, FakeGateway, FakeTransport, scripted_decide
 
 V2_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
 
@@ -204,3 +204,41 @@ async def test_a_failed_refresh_mid_run_keeps_the_last_list_and_says_so():
     assert seen == [["read_notes"], ["read_notes"]]
     [note] = [o for o in result.state.observations if o.kind == "runtime"]
     assert note.code == "transport_error" and note.step == 2 and "list_tools" in note.summary
+
+
+class ListsWhileUp(AsyncFakeTransport):
+    """ListTools fails while ``down``; every other call goes through."""
+
+    def __init__(self, fake: FakeGateway) -> None:
+        super().__init__(fake)
+        self.down = False
+
+    async def list_tools(self):
+        if self.down:
+            raise TransportError("gateway UNAVAILABLE: down", status="UNAVAILABLE")
+        return await super().list_tools()
+
+
+async def test_a_resume_that_cannot_list_the_tools_changes_nothing_and_a_later_one_goes_on(memory_checkpoints):
+    fake = FakeGateway()
+    fake.add_tool("read_secret", side_effect="read", policy="approval")
+    call = ToolCall("read_secret", {"name": "db"})
+    paused = await run_agent(AgentState(goal="x"), scripted_decide(call, Answer("done")),
+                             AsyncGatewayClient(transport=AsyncFakeTransport(fake)), checkpoints=memory_checkpoints)
+    [pending] = paused.state.pending_approvals
+    fake.approve(pending.approval_id)
+    transport = ListsWhileUp(fake)  # a resume in a new process: its client has listed nothing yet
+    transport.down = True
+    with pytest.raises(TransportError):
+        await resume(paused.state.run_id, scripted_decide(Answer("done")), AsyncGatewayClient(transport=transport),
+                     checkpoints=memory_checkpoints)
+    stored, _ = memory_checkpoints.load(paused.state.run_id)
+    assert stored.stop_reason is StopReason.AWAITING_APPROVAL
+    assert [p.approval_id for p in stored.pending_approvals] == [pending.approval_id]
+    assert fake.executions("read_secret") == []  # nothing redeemed
+
+    transport.down = False
+    done = await resume(paused.state.run_id, scripted_decide(Answer("done")), AsyncGatewayClient(transport=transport),
+                        checkpoints=memory_checkpoints)
+    assert done.stop_reason is StopReason.SUCCESS
+    assert len(fake.executions("read_secret")) == 1  # redeemed once, by the resume that could go on

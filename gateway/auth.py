@@ -109,24 +109,6 @@ class RefusalAudit:
         self._audit.flush()
 
 
-def escaped(value: str, limit: int = 64) -> str:
-    """The first ``limit`` characters of a caller's string with everything outside printable
-    ASCII escaped (a backslash too, so the escaped form reads back unambiguously)."""
-    return value[:limit].encode("unicode_escape").decode("ascii")
-
-
-def caller_text(name: str, value: str) -> dict[str, Any]:
-    """A string the caller chose, as audit fields safe to store: ``<name>_escaped`` (its first
-    64 characters, everything outside printable ASCII escaped: no control, line-breaking or
-    terminal character reaches a reader of the log), ``<name>_sha256`` (the whole value, UTF-8)
-    and ``<name>_length``."""
-    return {
-        f"{name}_escaped": escaped(value),
-        f"{name}_sha256": "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest(),
-        f"{name}_length": len(value),
-    }
-
-
 class AuthenticatedServer:
     """Stands in for the server while services are added: every method handler added through
     it is wrapped to authenticate the caller first (see the module docstring)."""

@@ -30,8 +30,7 @@ from policies import PolicyEngine, PolicyError
 from gateway import metrics, tracing
 from gateway import policy as policy_stage
 from gateway.arguments import ArgumentsError, args_hash, parse_strict
-from gateway.audit import AuditLog
-from gateway.auth import caller_text, escaped
+from gateway.audit import AuditLog, caller_text, escaped
 from gateway.claims import Conflict, ExecutionClaims, Replay, Won
 from gateway.codes import Code
 from gateway.config import Config

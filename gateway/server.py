@@ -20,7 +20,8 @@ from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway import metrics, tracing
 from gateway.app import GatewayApp
-from gateway.auth import AuthenticatedServer, RefusalAudit, caller_text
+from gateway.audit import caller_text
+from gateway.auth import AuthenticatedServer, RefusalAudit
 from gateway.codes import Code
 from gateway.config import Config
 from gateway.edge_limits import CappedStreams

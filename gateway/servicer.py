@@ -13,7 +13,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
-from gateway.auth import caller_text, require_identity
+from gateway.audit import caller_text
+from gateway.auth import require_identity
 from gateway.codes import Code
 from gateway.models import ApprovalRequired, CallResult, EvidenceRequired, Identity, Observation, Refused, ToolCall
 from gateway.normalize import data_json

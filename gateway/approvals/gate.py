@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.approvals import tokens
-from gateway.approvals.service import ApprovalService
+from gateway.approvals.service import MAX_REASON, ApprovalService
+from gateway.audit import escaped
 from gateway.codes import Code
 from gateway.models import CallContext, Outcome, Refused
 from gateway.store.base import ApprovalRecord, ApprovalStatus
@@ -48,7 +49,8 @@ class ApprovalGate:
         try:
             rec, verified = await self._verify(ctx)
         except _Fail as exc:
-            self._audit(ctx, "verification_failed", exc.code, reason=exc.reason, approval_id=call.approval_id[:64])
+            self._audit(ctx, "verification_failed", exc.code, reason=escaped(exc.reason, MAX_REASON),
+                        approval_id=call.approval_id[:64])
             return Refused(exc.code, exc.message)
         ctx.approval = VerifiedApproval(
             grant_id=verified.jti, approval_id=rec.approval_id,

@@ -27,12 +27,15 @@ from gateway.approvals.config import ApprovalsConfig
 from gateway.approvals.events import EventHub
 from gateway.approvals.keyring import GrantKeys, Keyring
 from gateway.audit import AuditLog
-from gateway.auth import caller_text
+from gateway.audit import caller_text, escaped
 from gateway.codes import Code
 from gateway.models import ApprovalRequired, CallContext, Identity
 from gateway.store.base import ApprovalRecord, ApprovalStatus, Store, VoteStatus
 
 S = ApprovalStatus
+MAX_REASON = 500
+"""Characters of a refusal's reason kept in the audit log, written with ``escaped``: a reason can
+quote what a caller sent (a status filter, a token's header fields), so it is stored as ASCII."""
 _STATUS_CODE = {S.REJECTED: Code.APPROVAL_REJECTED, S.EXPIRED: Code.APPROVAL_EXPIRED}
 
 
@@ -271,11 +274,12 @@ class ApprovalService:
         named = {} if approval_id is None else caller_text("approval_id", approval_id)
         self.audit.record(
             "approval", decision_id=str(uuid.uuid4()), code=str(code), action="refused", method=method,
-            tenant=identity.tenant, agent=identity.agent, user=identity.user, reason=reason, at=self.clock(), **named)
+            tenant=identity.tenant, agent=identity.agent, user=identity.user, reason=escaped(reason, MAX_REASON),
+            at=self.clock(), **named)
         self.audit.flush()
 
     def _failed(self, rec: ApprovalRecord, reason: str, **fields: Any) -> None:
-        self._event("verification_failed", rec, Code.INVALID_APPROVAL, reason=reason, **fields)
+        self._event("verification_failed", rec, Code.INVALID_APPROVAL, reason=escaped(reason, MAX_REASON), **fields)
 
     def record_event(self, event: str, rec: ApprovalRecord, code: Code, **fields: Any) -> None:
         """For the gate: audit (and publish) an event about ``rec``."""

@@ -6,6 +6,7 @@ not, and every probe is in the log. Token refusals, which the service audits as
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import uuid
@@ -151,11 +152,25 @@ async def test_an_approver_listing_another_tenant_is_audited(gw) -> None:
 
 async def test_listing_an_unknown_status_is_audited_invalid_arguments(gw) -> None:
     running, c = gw
-    err = await _refused(c, "List", APPROVER["alice"], status="nearly\n")
+    err = await _refused(c, "List", APPROVER["alice"], status="nearly\n\u0440\u202e")  # a Cyrillic letter, a bidi override
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT and json.loads(err.details())["code"] == "invalid_arguments"
     (record,) = _refusals(running)
     assert (record["code"], record["method"]) == ("invalid_arguments", "/toolgate.v1.Approvals/List")
-    assert "\n" not in record["reason"]
+    assert record["reason"].isascii() and record["reason"].isprintable()  # the caller's filter, escaped
+
+
+async def test_a_token_header_the_caller_wrote_reaches_the_log_escaped(gw) -> None:
+    running, c = gw
+    a = await _pending(c)
+    header = {"alg": tokens.ALGORITHM, "typ": tokens.TYP_APPROVAL, "kid": "\u043a\u043b\u044e\u0447\u202e"}
+    forged = ".".join(base64.urlsafe_b64encode(part).rstrip(b"=").decode()
+                      for part in (json.dumps(header).encode(), b"{}", b"sig"))
+    err = await _refused(c, "Submit", APPROVER["alice"], approval_id=a.approval_id, token=forged)
+    assert err.code() is grpc.StatusCode.FAILED_PRECONDITION and "invalid_approval" in err.details()
+    [failed] = [r for r in _records(running) if r.get("action") == "verification_failed"]
+    assert "is not in the key ring" in failed["reason"]
+    assert failed["reason"].isascii() and failed["reason"].isprintable()  # the kid, escaped
+    assert "\\u043a\\u043b" in failed["reason"]
 
 
 async def test_an_agent_watching_everything_is_audited_permission_denied(gw) -> None:

@@ -11,7 +11,7 @@ from policies import PolicyEngine, PolicyError, build_engine
 
 from gateway.approvals import build_gate
 from gateway.audit import AuditLog
-from gateway.auth import Authenticator
+from gateway.auth import Authenticator, RefusalAudit
 from gateway.claims import ExecutionClaims
 from gateway.config import Config
 from gateway.credentials import build_credentials
@@ -36,6 +36,8 @@ class GatewayApp:
         self.audit = AuditLog(audit_path, fsync=config.audit.fsync, gateway_id=config.gateway_id,
                               rotate_bytes=config.audit.rotate_bytes)
         self.authenticator = Authenticator(config.identities)
+        self.refusals = RefusalAudit(self.audit)
+        """Refusals of callers that may hold no key: one flood allowance for the server (``gateway.auth``)."""
         self.tools = ToolRegistry(config.tools)
         self.engine = engine or build_engine(config)
         self.store = open_store(config)
@@ -113,4 +115,5 @@ class GatewayApp:
         await self.executor.close()
         await self.engine.close()
         await self.store.close()
+        self.refusals.close()  # the counts of refusals not written one by one, before the log closes
         self.audit.close()

@@ -86,6 +86,7 @@ class RefusalAudit:
         self._audit = audit
         self._allowance, self._at = float(REFUSALS_BURST), time.monotonic()
         self._suppressed: dict[tuple[str, str], int] = {}
+        self._pending: asyncio.TimerHandle | None = None
 
     def refused(self, stage: str, code: str, peer: str, **fields: Any) -> None:
         """One record (``stage``, ``code``, ``peer``, ``fields``) if the allowance has room,
@@ -95,14 +96,22 @@ class RefusalAudit:
         self._at = now
         if self._allowance < 1.0:
             if not self._suppressed:  # the counts are written once a record is allowed again
-                asyncio.get_running_loop().call_later(1.0 / REFUSALS_PER_SECOND, self._audit_suppressed)
+                self._pending = asyncio.get_running_loop().call_later(1.0 / REFUSALS_PER_SECOND, self._audit_suppressed)
             self._suppressed[(stage, code)] = self._suppressed.get((stage, code), 0) + 1
             return
         self._allowance -= 1.0
         self._audit.record(stage, decision_id=str(uuid.uuid4()), code=code, peer=peer, **fields)
         self._audit.flush()
 
+    def close(self) -> None:
+        """Write the counts not yet written (at shutdown, before the audit log closes)."""
+        if self._pending is not None:
+            self._pending.cancel()
+        if self._suppressed:
+            self._audit_suppressed()
+
     def _audit_suppressed(self) -> None:
+        self._pending = None
         counts, self._suppressed = self._suppressed, {}
         for (stage, code), count in counts.items():
             self._audit.record(stage, decision_id=str(uuid.uuid4()), code=code, suppressed=count)
@@ -114,11 +123,11 @@ class AuthenticatedServer:
     it is wrapped to authenticate the caller first (see the module docstring)."""
 
     def __init__(self, server: grpc.aio.Server, authenticator: Authenticator, audit: AuditLog,
-                 refusals: RefusalAudit | None = None) -> None:
+                 refusals: RefusalAudit) -> None:
         self._server = server
         self._auth = authenticator
         self._audit = audit
-        self._refusals = refusals or RefusalAudit(audit)
+        self._refusals = refusals
 
     def add_generic_rpc_handlers(self, handlers: Iterable[grpc.GenericRpcHandler]) -> None:
         self._server.add_generic_rpc_handlers(tuple(WrappedGeneric(h, self._wrap) for h in handlers))

@@ -37,7 +37,7 @@ async def create_server(config: Config, address: str | None = None, *, app: Gate
     server = grpc.aio.server(
         options=[("grpc.max_receive_message_length", config.limits.max_args_bytes * 2 + 65536)],
     )
-    refusals = RefusalAudit(app.audit)  # of callers that may hold no key: one allowance for the server
+    refusals = app.refusals  # of callers that may hold no key: one allowance for the server
     # every toolgate.v1 method authenticates
     secured = AuthenticatedServer(server, app.authenticator, app.audit, refusals)
     pb_grpc.add_ToolGatewayServicer_to_server(ToolGatewayServicer(app), secured)

@@ -15,7 +15,8 @@ import pytest
 from google.protobuf import symbol_database
 
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
-from tests.conftest import AGENT_KEY, audit_records
+from gateway.testing import start_gateway
+from tests.conftest import AGENT_KEY, audit_records, demo_config
 
 METHODS = [
     (service.full_name, method)
@@ -102,10 +103,8 @@ async def test_health_stays_open_for_probes(gateway):
     assert resp.status == health_pb2.HealthCheckResponse.SERVING
 
 
-async def test_a_flood_without_a_key_is_counted_not_written_line_by_line(gateway):
-    from gateway.auth import REFUSALS_BURST
-
-    async with grpc.aio.insecure_channel(gateway.address) as channel:
+async def _keyless_flood(address: str, calls: int) -> None:
+    async with grpc.aio.insecure_channel(address) as channel:
         call = channel.unary_unary("/toolgate.v1.ToolGateway/ListTools", request_serializer=pb.ListToolsRequest.SerializeToString,
                                    response_deserializer=pb.ListToolsResponse.FromString)
 
@@ -114,15 +113,33 @@ async def test_a_flood_without_a_key_is_counted_not_written_line_by_line(gateway
                 await call(pb.ListToolsRequest(), timeout=5)
             assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
-        await asyncio.gather(*(refused() for _ in range(400)))
+        await asyncio.gather(*(refused() for _ in range(calls)))
 
-    def accounted() -> tuple[list[dict[str, Any]], list[int]]:
-        records = [r for r in audit_records(gateway.app.config.audit_path) if r["code"] == "unauthenticated"]
-        return [r for r in records if "method" in r], [r["suppressed"] for r in records if "suppressed" in r]
 
+def _accounted(audit_path: Any) -> tuple[list[dict[str, Any]], list[int]]:
+    """The keyless refusals written one by one, and the counts of the others."""
+    records = [r for r in audit_records(audit_path) if r["code"] == "unauthenticated"]
+    return [r for r in records if "method" in r], [r["suppressed"] for r in records if "suppressed" in r]
+
+
+async def test_a_flood_without_a_key_is_counted_not_written_line_by_line(gateway):
+    from gateway.auth import REFUSALS_BURST
+
+    await _keyless_flood(gateway.address, 400)
+    path = gateway.app.config.audit_path
     deadline = time.monotonic() + 5  # the count of those not written one by one follows, with no later refusal
-    while len((found := accounted())[0]) + sum(found[1]) < 400 and time.monotonic() < deadline:
+    while len((found := _accounted(path))[0]) + sum(found[1]) < 400 and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
-    each, counts = accounted()
+    each, counts = _accounted(path)
     assert REFUSALS_BURST <= len(each) < 200 and counts  # not one line each
     assert len(each) + sum(counts) == 400  # yet every refusal accounted for
+
+
+async def test_counts_not_yet_written_are_written_when_the_gateway_stops(tmp_path):
+    running = await start_gateway(demo_config(tmp_path))
+    try:
+        await _keyless_flood(running.address, 400)
+    finally:
+        await running.stop()  # at once: the count's timer has not fired yet
+    each, counts = _accounted(running.app.config.audit_path)
+    assert counts and len(each) + sum(counts) == 400

@@ -27,9 +27,10 @@ instances.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Hashable
 
 from gateway.ecma_regex import PatternError, compile_pattern
+from gateway.linear_keywords import json_key
 
 Check = Callable[[Any], bool]
 
@@ -117,19 +118,12 @@ def _type(names: Any) -> Check:
     return lambda x: any(p(x) for p in preds)
 
 
-def _scalar_key(value: Any) -> tuple[str, Any]:
-    """How jsonschema compares enum members: bools only equal bools, 1 == 1.0, nothing else mixes."""
-    if value is None:
-        return ("null", None)
-    if isinstance(value, bool):
-        return ("bool", value)
-    if isinstance(value, (int, float)):
-        if value != value:  # NaN equals nothing, not even itself
-            raise _Unsupported
-        return ("number", value)
-    if isinstance(value, str):
-        return ("string", value)
-    raise _Unsupported  # arrays and objects: left to jsonschema
+def _scalar_key(value: Any) -> Hashable:
+    """``json_key`` of a scalar: how jsonschema compares enum members (bools only equal bools,
+    1 == 1.0). Arrays, objects and NaN (which equals nothing) are left to jsonschema."""
+    if not (value is None or isinstance(value, (str, int, float))) or value != value:
+        raise _Unsupported
+    return json_key(value)
 
 
 def _enum(schema: dict[str, Any]) -> list[Check]:
@@ -146,7 +140,7 @@ def _enum(schema: dict[str, Any]) -> list[Check]:
     return checks
 
 
-def _member(x: Any, allowed: set[tuple[str, Any]]) -> bool:
+def _member(x: Any, allowed: set[Hashable]) -> bool:
     try:
         return _scalar_key(x) in allowed
     except _Unsupported:

@@ -228,7 +228,7 @@ def _loop_risk(loop: Repeat, budget: list[int]) -> Risk | None:
                     f" the same characters one after the other {fix} neither can match, or use one repetition")
     for e in after_one:
         own = e.rep is loop.body and loop.body.hi == 1  # (a?)*: an empty iteration ends the loop
-        if not own and overlap(loop.body.first, e.chars) and all(overlap(s, loop.body.chars) for s in e.shields):
+        if not own and _meets(e, loop.body):
             return Risk("exponential", f"{loop_q} repeats {_q(e.rep.text)}, and the next iteration can start with a"
                         f" character it matches, so iterations can divide the same text in many ways {fix}"
                         f" {_q(e.rep.text)} cannot match, or use one repetition")

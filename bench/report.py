@@ -9,8 +9,13 @@ from typing import Any
 GATEWAY_SCENARIOS = ("allow", "deny", "invalid", "opa_allow", "grant")
 
 
+def _kept(values: list[float]) -> list[float]:
+    """The values that were measured (neither None nor NaN)."""
+    return [v for v in values if v is not None and not math.isnan(v)]
+
+
 def _median(values: list[float]) -> float:
-    values = [v for v in values if v is not None and not math.isnan(v)]
+    values = _kept(values)
     return statistics.median(values) if values else float("nan")
 
 
@@ -49,7 +54,7 @@ def _per_round(row: dict[str, Any], name: str, values: list[float]) -> None:
     """``row[name]``: the median of a figure taken per round; ``row[name + "_range"]``: its
     lowest and highest round, so a reader sees how far one run's rounds spread."""
     row[name] = _median(values)
-    kept = [v for v in values if v is not None and not math.isnan(v)]
+    kept = _kept(values)
     row[name + "_range"] = [min(kept), max(kept)] if kept else None
 
 
@@ -74,21 +79,21 @@ def budgets(derived: dict[str, Any], micro: dict[str, Any], hol: dict[str, Any] 
          paced.get("added_p50_ms_range")),
         (f"allow added p99 @32 callers, open loop ({at})", paced.get("added_p99_ms"), "<=", 5.0, "ms",
          paced.get("added_p99_ms_range")),
-        ("embedded decision p50", micro.get("policy_decision_us"), "<=", 50.0, "us"),
-        ("OPA added p50 over embedded @1", _opa_added(derived), "<=", 0.5, "ms"),
-        ("fast call during 1000 slow / idle p50", hol.get("ratio_p50") if hol else None, "<=", 2.0, "x"),
-        ("RSS after N calls / after 1k", memory.get("rss_ratio") if memory else None, "<=", 1.25, "x"),
+        ("embedded decision p50", micro.get("policy_decision_us"), "<=", 50.0, "us", None),
+        ("OPA added p50 over embedded @1", _opa_added(derived), "<=", 0.5, "ms", None),
+        ("fast call during 1000 slow / idle p50", hol.get("ratio_p50") if hol else None, "<=", 2.0, "x", None),
+        ("RSS after N calls / after 1k", memory.get("rss_ratio") if memory else None, "<=", 1.25, "x", None),
         ("RSS growth, 2nd half of N calls", memory.get("second_half_growth_mb") if memory else None, "<=",
-         memory.get("second_half_limit_mb") if memory else 0.0, "MB"),
+         memory.get("second_half_limit_mb") if memory else 0.0, "MB", None),
     ]
     result = []
-    for name, value, op, limit, unit, *spread in rows:
+    for name, value, op, limit, unit, spread in rows:
         if value is None or (isinstance(value, float) and math.isnan(value)):
             verdict = "NOT MEASURED"
         else:
             verdict = "PASS" if (value >= limit if op == ">=" else value <= limit) else "FAIL"
         result.append({"budget": name, "value": value, "op": op, "limit": limit, "unit": unit, "verdict": verdict,
-                       "rounds_range": spread[0] if spread else None})
+                       "rounds_range": spread})
     return result
 
 

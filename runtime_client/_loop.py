@@ -118,9 +118,7 @@ class _Runner:
         halt = winning_halt(halts)
         if halt is None:
             return
-        self.stop(halt.reason, step, **halt.data)
-        if halt.reason is StopReason.AWAITING_APPROVAL:
-            self.checkpoint()
+        self.stop(halt.reason, step, **halt.data)  # checkpointed by run's loop, or resume's finally
 
     def _abandon_pending(self, step: int, reason: StopReason) -> None:
         """A run that stops for good leaves no approval for ``resume`` to redeem."""

@@ -6,7 +6,10 @@ through ``AuthenticatedServer``, which wraps each method's handler once, at regi
 an unknown or missing key is audited and aborted with UNAUTHENTICATED before the handler
 runs, and before the request message is decoded (a caller with no key gets no parser; bytes
 that do not decode, from a caller with a key, are audited and refused INVALID_ARGUMENT);
-health and reflection, added to the server directly, stay open for probes.
+health and reflection, added to the server directly, stay open for probes. A handler that
+fails unexpectedly (a bug, a store that is gone) is audited too (``request``,
+``internal_error``, the exception's type) and answered INTERNAL with that record's id, never
+with the exception's text.
 
 Not a ``grpc.aio.ServerInterceptor``: an interceptor runs a coroutine and builds a new
 handler on every call (~18 µs per call measured); wrapping at registration does the same
@@ -32,6 +35,7 @@ import uuid
 from typing import Any, Callable, Iterable
 
 import grpc
+import structlog
 
 from gateway.audit import AuditLog
 from gateway.codes import Code
@@ -40,6 +44,7 @@ from gateway.edge_limits import WrappedGeneric
 from gateway.models import Identity
 
 REFUSALS_BURST, REFUSALS_PER_SECOND = 50, 10.0
+log = structlog.get_logger("toolgate.auth")
 
 current_identity: contextvars.ContextVar[Identity | None] = contextvars.ContextVar("toolgate_identity", default=None)
 
@@ -167,11 +172,20 @@ class AuthenticatedServer:
         try:
             return decode(raw)
         except Exception as exc:  # whatever the decoder raises (a DecodeError): the bytes are the caller's
-            self._audit.record("request", decision_id=str(uuid.uuid4()), code=str(Code.INVALID_ARGUMENTS),
-                               method=method, peer=context.peer(), tenant=identity.tenant, agent=identity.agent,
-                               user=identity.user, reason=f"undecodable request message ({type(exc).__name__})")
-            self._audit.flush()
+            audit_request(self._audit, context, method, identity, Code.INVALID_ARGUMENTS,
+                          reason=f"undecodable request message ({type(exc).__name__})")
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the request message could not be decoded")
+
+    async def _failed(self, context: grpc.aio.ServicerContext, method: str, identity: Identity,
+                      exc: Exception) -> None:
+        """A handler failed unexpectedly (a bug, the store gone): audit it (``request``,
+        ``internal_error``, the exception's type) and answer INTERNAL with the record's id, never
+        the exception's text (it can hold file paths and SQL)."""
+        log.error("handler_failed", method=method, error=type(exc).__name__, exc_info=exc)
+        decision_id = audit_request(self._audit, context, method, identity, Code.INTERNAL_ERROR,
+                                    reason="the gateway failed to process the request", error=type(exc).__name__)
+        await context.abort(grpc.StatusCode.INTERNAL,
+                            f"the gateway failed to process the request; its audit log has it as {decision_id}")
 
     def _wrap_unary(self, behavior: Callable[..., Any], method: str, decode: Callable[[bytes], Any]) -> Callable[..., Any]:
         async def wrapper(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
@@ -180,6 +194,10 @@ class AuthenticatedServer:
             token = current_identity.set(identity)
             try:
                 return await behavior(request, context)
+            except grpc.aio.AbortError:  # the handler's own answer (audited where it was made)
+                raise
+            except Exception as exc:
+                await self._failed(context, method, identity, exc)
             finally:
                 current_identity.reset(token)
 
@@ -193,10 +211,25 @@ class AuthenticatedServer:
             try:
                 async for item in behavior(request, context):
                     yield item
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:
+                await self._failed(context, method, identity, exc)
             finally:
                 current_identity.reset(token)
 
         return wrapper
+
+
+def audit_request(audit: AuditLog, context: grpc.aio.ServicerContext, method: str, identity: Identity, code: Code,
+                  **fields: Any) -> str:
+    """Audit a request answered at the edge, outside the pipeline (``request``: its code, the
+    method, the peer, the caller; ``fields`` already safe to store); returns its decision id."""
+    decision_id = str(uuid.uuid4())
+    audit.record("request", decision_id=decision_id, code=str(code), method=method, peer=context.peer(),
+                 tenant=identity.tenant, agent=identity.agent, user=identity.user, **fields)
+    audit.flush()
+    return decision_id
 
 
 def require_identity() -> Identity:

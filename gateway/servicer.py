@@ -5,7 +5,6 @@ A request refused here, before the pipeline (which audits its own), is audited o
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import grpc
@@ -14,7 +13,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.audit import caller_text
-from gateway.auth import require_identity
+from gateway.auth import audit_request, require_identity
 from gateway.codes import Code
 from gateway.models import ApprovalRequired, CallResult, EvidenceRequired, Identity, Observation, Refused, ToolCall
 from gateway.normalize import data_json
@@ -58,11 +57,7 @@ class ToolGatewayServicer(pb_grpc.ToolGatewayServicer):
                       status: grpc.StatusCode, reason: str, **named: Any) -> None:
         """Audit a refusal the pipeline never saw, then abort with ``status``; ``named``: what
         the caller sent, already made safe to store (``caller_text``)."""
-        audit = self._app.audit
-        audit.record("request", decision_id=str(uuid.uuid4()), code=str(code), method=_METHOD + method,
-                     peer=context.peer(), tenant=identity.tenant, agent=identity.agent, user=identity.user,
-                     reason=reason, **named)
-        audit.flush()
+        audit_request(self._app.audit, context, _METHOD + method, identity, code, reason=reason, **named)
         await context.abort(status, reason)
 
 

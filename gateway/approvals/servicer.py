@@ -113,7 +113,9 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
                                refuse_stream_message("Approvals.Watch streams", self._watching.limit))
         try:
             with self._svc.events.subscribe(match) as sub:  # before the snapshot: nothing falls between
-                current = [await self._svc.get(identity, one)] if one else await self._svc.list(identity)
+                snapshot = await self._call(context, identity, "Watch", one or None,
+                                            self._svc.get(identity, one) if one else self._svc.list(identity))
+                current = [snapshot] if one else snapshot
                 follower = Follower(self._svc, identity, one, tick=_WATCH_TICK)
                 follower.know(current)
                 if request.include_current:

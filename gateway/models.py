@@ -8,11 +8,18 @@ decision id, args hash and policy version.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Union
 
 from gateway.codes import Code
+
+MAX_APPROVAL_ID = 128
+APPROVAL_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_APPROVAL_ID}}}")
+"""What an approval id may be, wherever a caller names one (a call, an Approvals method): the
+ids the service makes are UUIDs, so anything else (a control character, a space) is a mistake."""
+APPROVAL_ID_RULE = f"must be 1 to {MAX_APPROVAL_ID} printable ASCII characters, with no spaces"
 
 
 @dataclass(frozen=True, slots=True)

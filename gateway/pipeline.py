@@ -38,6 +38,8 @@ from gateway.edge_limits import Gauge
 from gateway.execute import ExecuteStage, longest_hold
 from gateway.hooks import ApprovalGate, CredentialResolver
 from gateway.models import (
+    APPROVAL_ID,
+    APPROVAL_ID_RULE,
     CallContext,
     CallResult,
     EvidenceRequired,
@@ -310,9 +312,13 @@ _PLAIN_TEXT = re.compile(r"[\x20-\x7e]{0,256}")
 
 
 def _envelope_errors(call: ToolCall) -> list[FieldError]:
-    """The caller's own labels: shown to approvers and kept in the audit, so plain text only."""
-    return [FieldError(name, "must be at most 256 printable ASCII characters (no control characters)")
-            for name in ("run_id", "idempotency_key", "approval_id") if not _PLAIN_TEXT.fullmatch(getattr(call, name))]
+    """The caller's own labels: shown to approvers and kept in the audit, so plain text only;
+    an approval id as the Approvals service takes one."""
+    errors = [FieldError(name, "must be at most 256 printable ASCII characters (no control characters)")
+              for name in ("run_id", "idempotency_key") if not _PLAIN_TEXT.fullmatch(getattr(call, name))]
+    if call.approval_id and not APPROVAL_ID.fullmatch(call.approval_id):
+        errors.append(FieldError("approval_id", APPROVAL_ID_RULE))
+    return errors
 
 
 def _not_admitted(identity: Identity) -> Refused | None:

@@ -14,7 +14,6 @@ has audited already (``verification_failed``) are not written again.
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timezone
 from typing import Any, AsyncIterator
 
@@ -28,14 +27,11 @@ from gateway.approvals.service import (ApprovalError, ApprovalService, NotFound,
 from gateway.auth import require_identity
 from gateway.codes import Code
 from gateway.edge_limits import Gauge, refuse_stream_message
-from gateway.models import Identity
+from gateway.models import APPROVAL_ID, APPROVAL_ID_RULE, Identity
 from gateway.servicer import timestamp
 from gateway.store.base import ApprovalRecord
 
-MAX_ID = 128
-_ID = re.compile(rf"[\x21-\x7e]{{1,{MAX_ID}}}")
-"""Ids the service makes are UUIDs; anything else (a control character, a space) is a caller's mistake."""
-_BAD_ID = f"approval_id must be 1 to {MAX_ID} printable ASCII characters"
+_BAD_ID = f"approval_id {APPROVAL_ID_RULE}"
 _METHOD = f"/{pb.DESCRIPTOR.services_by_name['Approvals'].full_name}/"
 """Method names in audit records, as the authentication refusals write them."""
 _WATCH_TICK = 1.0
@@ -129,7 +125,7 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
     async def _check_id(self, context: grpc.aio.ServicerContext, identity: Identity, method: str,
                         approval_id: str) -> None:
         """Refuse a malformed id before it reaches the store."""
-        if not _ID.fullmatch(approval_id):
+        if not APPROVAL_ID.fullmatch(approval_id):
             await self._refuse(context, identity, method, approval_id, Code.INVALID_ARGUMENTS,
                                grpc.StatusCode.INVALID_ARGUMENT, _BAD_ID)
 

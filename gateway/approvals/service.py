@@ -263,17 +263,19 @@ class ApprovalService:
         if event in ("requested", "approved", "granted", "rejected", "expired", "executed"):
             self.events.publish(event, rec)
 
-    def refused(self, identity: Identity, method: str, approval_id: str | None, code: Code, reason: str) -> None:
+    def refused(self, identity: Identity, method: str, approval_id: str | None, code: Code, reason: str,
+                peer: str = "") -> None:
         """Audit a request refused by the service or at its edge (a malformed ``approval_id``, a
         request the caller cannot see, a role that may not do this): event ``refused``, ``code``,
-        the caller, the method, ``reason`` (a message the caller was shown). The id it named, if
+        the caller and its ``peer`` (the address the edge saw), the method, ``reason`` (a
+        message the caller was shown). The id it named, if
         any (``None``: the method takes none), is hostile input, so it is kept only as
         ``approval_id_escaped`` (its first 64 characters with everything outside printable ASCII
         escaped: no control, line-breaking or terminal character reaches a reader of the log)
         and ``approval_id_sha256`` (the whole id, UTF-8)."""
         named = {} if approval_id is None else caller_text("approval_id", approval_id)
         self.audit.record(
-            "approval", decision_id=str(uuid.uuid4()), code=str(code), action="refused", method=method,
+            "approval", decision_id=str(uuid.uuid4()), code=str(code), action="refused", method=method, peer=peer,
             tenant=identity.tenant, agent=identity.agent, user=identity.user, reason=escaped(reason, MAX_REASON),
             at=self.clock(), **named)
         self.audit.flush()

@@ -145,7 +145,7 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
                       details: str | None = None) -> None:
         """Audit the refusal (``ApprovalService.refused``), then abort with ``status`` and
         ``details`` (by default ``message``). ``approval_id``: None for a request naming none."""
-        self._svc.refused(identity, _METHOD + method, approval_id, code, message)
+        self._svc.refused(identity, _METHOD + method, approval_id, code, message, peer=context.peer())
         await context.abort(status, message if details is None else details)
 
 

@@ -100,6 +100,7 @@ async def test_probing_another_tenants_ids_is_audited_and_answered_alike(gw, met
         assert (r["code"], r["method"]) == ("invalid_approval", f"/toolgate.v1.Approvals/{method}")
         assert (r["tenant"], r["agent"], r["user"]) == ("globex", "globex-agent", "")
         assert r["reason"] == "no such approval request" and r["decision_id"]
+        assert r["peer"].startswith("ipv4:127.0.0.1:")  # where the probe came from, as the other edges record it
     assert _chain_ok(running)
 
 

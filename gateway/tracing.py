@@ -24,7 +24,9 @@ enabled = False
 """True once ``configure`` installed a tracer; the pipeline checks it before calling ``stage``."""
 
 SAFE_FIELDS = ("tool", "tool_version", "args_hash", "decision", "policy_version", "approval_id", "replayed",
-               "executed", "status", "attempts", "claimed")
+               "executed", "status", "attempts", "claimed", "tool_escaped", "tool_sha256")
+"""Step fields copied to spans: none holds argument values; a tool name no tool has arrives
+only escaped and hashed (``tool_escaped``, ``tool_sha256``), as the audit keeps it."""
 
 
 class TracingConfig(BaseModel):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -42,6 +44,25 @@ async def test_each_call_is_a_span_with_a_child_per_stage(tmp_path, spans):
     assert call.attributes["toolgate.code"] == "ok" and call.attributes["toolgate.executed"] is True
     assert calls[denied.decision_id].attributes["toolgate.code"] == "policy_denied"
     assert not any("do-not-trace" in str(v) for s in finished for v in s.attributes.values())
+
+
+async def test_an_unknown_tool_name_is_traced_escaped_and_hashed_never_as_sent(tmp_path, spans):
+    hostile = "nope\x1b[2J\u202e"
+    config = make_config(tmp_path)
+    tracing.configure(config, exporter=spans)
+    running = await start_gateway(config)
+    client = Client(running.address)
+    try:
+        refused = await client.call(hostile, {})
+    finally:
+        await client.close()
+        await running.stop()
+    assert refused.code == "unknown_tool"
+    finished = spans.get_finished_spans()
+    [resolve] = [s for s in finished if s.name == "toolgate.resolve"]
+    assert resolve.attributes["toolgate.tool_escaped"] == "nope\\x1b[2J\\u202e"
+    assert resolve.attributes["toolgate.tool_sha256"] == "sha256:" + hashlib.sha256(hostile.encode()).hexdigest()
+    assert not any("\x1b" in str(v) or "\u202e" in str(v) for s in finished for v in s.attributes.values())
 
 
 def test_tracing_is_off_by_default(tmp_path):

@@ -7,8 +7,8 @@ The calls of one batch are all recorded before the run stops, by ``STOP_PRECEDEN
 that stops for any reason but ``awaiting_approval`` keeps no pending approval.
 
 Cancelling the task stops the run ``cancelled`` and checkpoints it, also while ``resume``
-redeems approvals (the call in flight is noted as cancelled, its outcome unknown, and the
-approvals not yet redeemed are abandoned); a resume cancelled while it only waited for
+redeems approvals (the call in flight is noted as cancelled and its approval resolved
+``outcome_unknown``; the approvals not yet sent are abandoned); a resume cancelled while it only waited for
 approvals leaves the run paused as it was.
 """
 
@@ -335,6 +335,8 @@ class _Runner:
         try:
             outcome = await call_one(self.gateway, self.state.run_id, pending.step, planned, **extra)
         except asyncio.CancelledError:
+            # sent, so not abandoned (never run): the gateway may have run it
+            self.log.record("approval_resolved", approval_id=pending.approval_id, status="outcome_unknown")
             self.observe(pending.step, "tool", f"{pending.tool}: cancelled while redeeming approval "
                          f"{pending.approval_id}; the gateway may have run it", tool=pending.tool,
                          code="cancelled", status="unknown", data={"approval_id": pending.approval_id})

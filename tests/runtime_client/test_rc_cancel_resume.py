@@ -80,16 +80,44 @@ async def test_cancel_while_redeeming_a_batch_stops_the_run_cancelled_and_redeem
     assert stored.stop_reason is StopReason.CANCELLED
     assert stored.pending_approvals == [] and replay(events) == stored
     assert len(fake.executions("read_secret")) == 1
-    notes = [(o.code, o.tool, o.data) for o in stored.observations
+    notes = [(o.code, o.tool, o.status, o.data) for o in stored.observations
              if o.code in ("cancelled", "approval_abandoned")]
-    assert notes == [("cancelled", "read_secret", {"approval_id": second}),
-                     ("approval_abandoned", "read_secret", {"approval_id": second})]
+    # the call in flight may have run: its outcome is unknown, not "abandoned" (never run)
+    assert notes == [("cancelled", "read_secret", "unknown", {"approval_id": second})]
     assert [e.data for e in events if e.type == "approval_resolved"] == [
-        {"approval_id": first, "status": "approved"}, {"approval_id": second, "status": "abandoned"}]
+        {"approval_id": first, "status": "approved"}, {"approval_id": second, "status": "outcome_unknown"}]
 
     later = await resume(paused.state.run_id, scripted_decide(Answer("done")), gateway,
                          checkpoints=memory_checkpoints)
     assert later.stop_reason is StopReason.CANCELLED and later.state == stored
+    assert transport.redeems == 2 and len(fake.executions("read_secret")) == 1
+
+
+async def test_a_cancelled_redeem_is_outcome_unknown_and_the_calls_never_sent_are_abandoned(memory_checkpoints):
+    fake = secret_fake()
+    transport = HoldsSecondRedeem(fake)
+    gateway = AsyncGatewayClient(transport=transport)
+    three = ToolCalls(SECRETS.calls + (ToolCall("read_secret", {"name": "queue"}),))
+    paused = await run_agent(AgentState(goal="x"), scripted_decide(three, Answer("done")), gateway,
+                             checkpoints=memory_checkpoints)
+    for p in paused.state.pending_approvals:
+        fake.approve(p.approval_id)
+    first, second, third = (p.approval_id for p in paused.state.pending_approvals)
+
+    task = asyncio.create_task(resume(paused.state.run_id, scripted_decide(Answer("done")), gateway,
+                                      checkpoints=memory_checkpoints))
+    await asyncio.wait_for(transport.second_sent.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    stored, events = memory_checkpoints.load(paused.state.run_id)
+    assert stored.stop_reason is StopReason.CANCELLED and stored.pending_approvals == []
+    assert [e.data for e in events if e.type == "approval_resolved"] == [
+        {"approval_id": first, "status": "approved"}, {"approval_id": second, "status": "outcome_unknown"},
+        {"approval_id": third, "status": "abandoned"}]
+    assert [(o.code, o.data) for o in stored.observations if o.code in ("cancelled", "approval_abandoned")] == [
+        ("cancelled", {"approval_id": second}), ("approval_abandoned", {"approval_id": third})]
     assert transport.redeems == 2 and len(fake.executions("read_secret")) == 1
 
 

@@ -51,6 +51,7 @@ from gateway.store.base import (
     StoreUnavailable,
     Vote,
     VoteStatus,
+    record_fields,
 )
 from gateway.store.migrations import POSTGRES, Migration
 
@@ -328,7 +329,7 @@ async def _voters(conn: psycopg.AsyncConnection[Any], approval_id: str) -> tuple
 
 
 def _dump(record: ApprovalRecord) -> dict[str, Any]:
-    raw = dataclasses.asdict(record)
+    raw = record_fields(record)
     raw["status"] = str(record.status)
     return raw
 

@@ -39,6 +39,7 @@ from gateway.store.base import (
     StoreUnavailable,
     Vote,
     VoteStatus,
+    record_fields,
 )
 
 SCHEMA = [
@@ -334,7 +335,7 @@ def _claim_from_row(row: tuple[str, str, str | None, float]) -> Claim:
 
 
 def _dump(record: ApprovalRecord) -> str:
-    return json.dumps(dataclasses.asdict(record), separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(record_fields(record), separators=(",", ":"), ensure_ascii=False)
 
 
 def _load(text: str) -> ApprovalRecord:

@@ -152,9 +152,15 @@ class _ChainedFile:
         os.pwrite(self._head_fd, head, 0)  # never shorter than before: the file never needs truncating
 
     def close(self) -> None:
-        self.flush()
-        self._file.close()
-        os.close(self._head_fd)
+        """Flush and close; a second close does nothing (closing the head's fd number twice
+        could close another file that has reused it)."""
+        if self._file.closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._file.close()
+            os.close(self._head_fd)
 
 
 class AuditLog:

@@ -182,10 +182,14 @@ class AuthenticatedServer:
         ``internal_error``, the exception's type) and answer INTERNAL with the record's id, never
         the exception's text (it can hold file paths and SQL)."""
         log.error("handler_failed", method=method, error=type(exc).__name__, exc_info=exc)
-        decision_id = audit_request(self._audit, context, method, identity, Code.INTERNAL_ERROR,
-                                    reason="the gateway failed to process the request", error=type(exc).__name__)
-        await context.abort(grpc.StatusCode.INTERNAL,
-                            f"the gateway failed to process the request; its audit log has it as {decision_id}")
+        message = "the gateway failed to process the request"
+        try:
+            decision_id = audit_request(self._audit, context, method, identity, Code.INTERNAL_ERROR,
+                                        reason=message, error=type(exc).__name__)
+        except Exception as audit_exc:  # the log itself failed: still no exception text for the caller
+            log.error("handler_failure_not_audited", method=method, error=type(audit_exc).__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, message)
+        await context.abort(grpc.StatusCode.INTERNAL, f"{message}; its audit log has it as {decision_id}")
 
     def _wrap_unary(self, behavior: Callable[..., Any], method: str, decode: Callable[[bytes], Any]) -> Callable[..., Any]:
         async def wrapper(raw: bytes, context: grpc.aio.ServicerContext) -> Any:

@@ -84,3 +84,17 @@ async def test_a_failure_in_the_call_path_is_still_the_pipeline_s_own_audited_re
     [result] = [r for r in audit_records(gateway.app.config.audit_path)
                 if r.get("decision_id") == resp.decision_id and r.get("stage") == "result"]
     assert result["code"] == "internal_error"
+
+
+async def test_when_the_audit_log_fails_too_the_caller_still_hears_no_exception_text(gateway):
+    _break_approvals_table(gateway)
+    gateway.app.audit.close()  # every later write to the log fails
+    channel = grpc.aio.insecure_channel(gateway.address)
+    try:
+        stub = pb_grpc.ApprovalsStub(channel)
+        err = await _refused(stub.Get(pb.GetApprovalRequest(approval_id="a1"), metadata=(("x-api-key", APPROVER_KEY),),
+                                      timeout=10))
+    finally:
+        await channel.close()
+    assert err.code() is grpc.StatusCode.INTERNAL
+    assert err.details() == "the gateway failed to process the request"

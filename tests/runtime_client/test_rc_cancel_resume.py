@@ -45,14 +45,26 @@ class SignalsWatch(AsyncFakeTransport):
             yield event
 
 
-async def paused_with_two_approvals(fake: FakeGateway, gateway, checkpoints):
-    paused = await run_agent(AgentState(goal="x"), scripted_decide(SECRETS, Answer("done")), gateway,
+async def paused_with_approvals(fake: FakeGateway, gateway, checkpoints, calls: ToolCalls = SECRETS):
+    """A run paused on one approval per call of ``calls``, every one approved."""
+    paused = await run_agent(AgentState(goal="x"), scripted_decide(calls, Answer("done")), gateway,
                              checkpoints=checkpoints)
     assert paused.stop_reason is StopReason.AWAITING_APPROVAL
-    assert len(paused.state.pending_approvals) == 2
+    assert len(paused.state.pending_approvals) == len(calls.calls)
     for p in paused.state.pending_approvals:
         fake.approve(p.approval_id)
     return paused
+
+
+async def cancelled_during_second_redeem(paused, gateway, transport: HoldsSecondRedeem, checkpoints):
+    """Resume ``paused``, cancel it while its second redeeming call is in flight; the stored run."""
+    task = asyncio.create_task(resume(paused.state.run_id, scripted_decide(Answer("done")), gateway,
+                                      checkpoints=checkpoints))
+    await asyncio.wait_for(transport.second_sent.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return checkpoints.load(paused.state.run_id)
 
 
 def secret_fake() -> FakeGateway:
@@ -66,17 +78,10 @@ async def test_cancel_while_redeeming_a_batch_stops_the_run_cancelled_and_redeem
     fake = secret_fake()
     transport = HoldsSecondRedeem(fake)
     gateway = AsyncGatewayClient(transport=transport)
-    paused = await paused_with_two_approvals(fake, gateway, memory_checkpoints)
+    paused = await paused_with_approvals(fake, gateway, memory_checkpoints)
     first, second = (p.approval_id for p in paused.state.pending_approvals)
 
-    task = asyncio.create_task(resume(paused.state.run_id, scripted_decide(Answer("done")), gateway,
-                                      checkpoints=memory_checkpoints))
-    await asyncio.wait_for(transport.second_sent.wait(), 5)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-
-    stored, events = memory_checkpoints.load(paused.state.run_id)
+    stored, events = await cancelled_during_second_redeem(paused, gateway, transport, memory_checkpoints)
     assert stored.stop_reason is StopReason.CANCELLED
     assert stored.pending_approvals == [] and replay(events) == stored
     assert len(fake.executions("read_secret")) == 1
@@ -98,20 +103,10 @@ async def test_a_cancelled_redeem_is_outcome_unknown_and_the_calls_never_sent_ar
     transport = HoldsSecondRedeem(fake)
     gateway = AsyncGatewayClient(transport=transport)
     three = ToolCalls(SECRETS.calls + (ToolCall("read_secret", {"name": "queue"}),))
-    paused = await run_agent(AgentState(goal="x"), scripted_decide(three, Answer("done")), gateway,
-                             checkpoints=memory_checkpoints)
-    for p in paused.state.pending_approvals:
-        fake.approve(p.approval_id)
+    paused = await paused_with_approvals(fake, gateway, memory_checkpoints, three)
     first, second, third = (p.approval_id for p in paused.state.pending_approvals)
 
-    task = asyncio.create_task(resume(paused.state.run_id, scripted_decide(Answer("done")), gateway,
-                                      checkpoints=memory_checkpoints))
-    await asyncio.wait_for(transport.second_sent.wait(), 5)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-
-    stored, events = memory_checkpoints.load(paused.state.run_id)
+    stored, events = await cancelled_during_second_redeem(paused, gateway, transport, memory_checkpoints)
     assert stored.stop_reason is StopReason.CANCELLED and stored.pending_approvals == []
     assert [e.data for e in events if e.type == "approval_resolved"] == [
         {"approval_id": first, "status": "approved"}, {"approval_id": second, "status": "outcome_unknown"},

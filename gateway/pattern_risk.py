@@ -96,10 +96,8 @@ class _Walk:
                 open_ = self.walk(item, open_, can_fail)
             return open_
         if isinstance(node, Alt):
-            for a, option in enumerate(node.options):
-                for other in node.options[a + 1:]:
-                    if overlap(option.first, other.first):
-                        self.shared_starts.append((option, other))
+            if (pair := _shared_start(node.options)) is not None:
+                self.shared_starts.append(pair)
             after = _union(self.walk(o, open_, can_fail_after) for o in node.options)
             if node.nullable:  # (x|) is x?: a variable part, like a repetition
                 self.meet(node, open_, can_fail_after)
@@ -135,6 +133,32 @@ class _Walk:
                 if e.rep is None or e.rep.unbounded:
                     degree = max(degree, e.degree + 1)
         return degree
+
+
+def _shared_start(options: tuple[Node, ...]) -> tuple[Node, Node] | None:
+    """Two of ``options`` that can start with the same character, or None.
+
+    One sweep over every option's first-character ranges in order of their start, not every
+    pair compared: a wide alternation (a thousand keywords) would cost quadratic time at load.
+    A range overlaps an earlier one of another option exactly when it starts at or before the
+    furthest end reached so far by another option: the furthest end of all (``best``) or,
+    when that is its own option's, the furthest of the other options (``other``).
+    """
+    spans = sorted((lo, hi, i) for i, option in enumerate(options) for lo, hi in option.first)
+    best: tuple[int, int] | None = None  # (end, option) reaching furthest so far
+    other: tuple[int, int] | None = None  # the same among the options other than best's
+    for lo, hi, i in spans:
+        for end, j in filter(None, (best, other)):
+            if j != i and lo <= end:
+                a, b = sorted((i, j))
+                return options[a], options[b]
+        if best is None or hi > best[0]:
+            if best is not None and best[1] != i:
+                other = best
+            best = (hi, i)
+        elif best[1] != i and (other is None or hi > other[0]):
+            other = (hi, i)
+    return None
 
 
 _MAX_SHIELDS = 8  # dropping a shield only makes the check stricter

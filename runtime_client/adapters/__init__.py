@@ -8,7 +8,8 @@ Every call still goes through the gateway; an approval-required or refused outco
 reported to the framework as a tool error it can show, never silently dropped. Each adapter
 remembers the approval id of a call awaiting approval (``ApprovalMemory``), so the same call
 with the same arguments, made again once approved, runs (once); identical calls made
-concurrently share that one approval request.
+concurrently share that one approval request. A retry of a call whose answer never came carries
+the same idempotency key, so the gateway replays its outcome instead of running it twice.
 """
 
 from runtime_client.adapters._common import ApprovalMemory, CallText, call_text

@@ -6,6 +6,13 @@ adapter redeem an approval: it remembers the approval id the gateway returned fo
 so a model that retries after approval runs the approved call (the gateway verifies the
 approver-signed grant against the hash of the arguments it is given, and runs it once).
 
+Every call carries an idempotency key. A call the adapter sent but never heard back from (a
+deadline, a dropped connection, a cancellation) may have run at the gateway, and the model
+will likely retry it: the retry carries the same key, so the gateway answers with the stored
+outcome instead of running the tool again. So does a retry while the gateway still reports
+the first execution running (``execution_in_progress``). Any other answer ends the call: the
+next identical call is a new one, with a new key.
+
 Identical calls made concurrently (a framework running a model's tool calls in parallel) go
 to the gateway one at a time, so each sees what the one before it left in the memory: while
 an approval is pending they all wait on that one request (no orphaned second request for
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,6 +39,11 @@ MAX_TEXT = 16_000
 MAX_REMEMBERED_APPROVALS = 1024
 STILL_PENDING = "approval_pending"
 """The gateway's refusal code for a call that presents an approval not yet approved."""
+STILL_RUNNING = "execution_in_progress"
+"""The gateway's refusal code for a call whose key's first execution has not finished."""
+KEEP_APPROVAL = frozenset({STILL_PENDING, STILL_RUNNING, "rate_limited", "concurrency_limited"})
+"""Refusals after which the approval can still be used: pending, its call still running, or
+the call held back before it ran (rate and concurrency limits)."""
 
 _AFTER_APPROVAL = ("The call was NOT executed; once it is approved, the same call with the same "
                    "arguments will proceed (it runs once).")
@@ -54,12 +67,13 @@ class _Turns:
 
 
 class ApprovalMemory:
-    """Approval ids by (run id, tool, canonical arguments), newest last, at most ``limit``.
+    """Approval ids by (run id, tool, canonical arguments), newest last, at most ``limit``; and
+    the idempotency keys of calls not yet answered, as many.
 
     The key is only for lookup (sorted keys, compact JSON); the gateway itself re-checks the
-    grant's binding to the arguments' hash. An entry lives while the approval is pending and is
-    forgotten once the call returns anything else (executed, refused, rejected, expired).
-    ``turn(key)`` lets calls with the same key reach the gateway one at a time.
+    grant's binding to the arguments' hash. An entry lives while the approval can still be used
+    (``KEEP_APPROVAL``) and is forgotten once the call returns anything else (executed, refused,
+    rejected, expired). ``turn(key)`` lets calls with the same key reach the gateway one at a time.
     """
 
     def __init__(self, limit: int = MAX_REMEMBERED_APPROVALS) -> None:
@@ -67,6 +81,7 @@ class ApprovalMemory:
             raise ValueError("limit must be at least 1")
         self._limit = limit
         self._ids: OrderedDict[_Key, str] = OrderedDict()
+        self._unanswered: OrderedDict[_Key, str] = OrderedDict()
         self._turns: dict[_Key, _Turns] = {}
 
     @asynccontextmanager
@@ -102,31 +117,54 @@ class ApprovalMemory:
         return self._ids.get(key, "") if key is not None else ""
 
     def update(self, key: _Key | None, result: ToolResult) -> None:
-        """Remember a new approval id; keep it while pending; forget it on any other outcome."""
+        """Remember a new approval id; keep it while it can still be used; forget it on any other
+        outcome. The call was answered: its idempotency key is dropped unless the gateway is
+        still running the first execution under it."""
         if key is None:
             return
         o = result.outcome
+        if not (isinstance(o, Refused) and o.code == STILL_RUNNING):
+            self._unanswered.pop(key, None)
         if isinstance(o, ApprovalRequired) and o.approval_id:
-            self._ids[key] = o.approval_id
-            self._ids.move_to_end(key)
-            while len(self._ids) > self._limit:
-                self._ids.popitem(last=False)
-        elif not (isinstance(o, Refused) and o.code == STILL_PENDING):
+            _put(self._ids, key, o.approval_id, self._limit)
+        elif not (isinstance(o, Refused) and o.code in KEEP_APPROVAL):
             self._ids.pop(key, None)
+
+    def idempotency_key(self, key: _Key | None) -> str:
+        """The key to send: the one of this call's unanswered attempt, else a new one (kept
+        until the call is answered, see ``update``)."""
+        if key is None:  # no JSON form: the gateway refuses it before any key matters
+            return ""
+        sent = self._unanswered.get(key)
+        if sent is None:
+            sent = f"adapter:{uuid.uuid4()}"
+            _put(self._unanswered, key, sent, self._limit)
+        return sent
+
+
+def _put(entries: OrderedDict[_Key, str], key: _Key, value: str, limit: int) -> None:
+    entries[key] = value
+    entries.move_to_end(key)
+    while len(entries) > limit:
+        entries.popitem(last=False)
 
 
 async def execute(client: AsyncGatewayClient, memory: ApprovalMemory, tool: str,
                   args: dict[str, Any], *, run_id: str = "") -> ToolResult:
-    """One adapter call: presents the remembered approval id for this exact call, if any.
+    """One adapter call: presents the remembered approval id for this exact call, if any, and
+    the idempotency key of its unanswered attempt, if any (else a new one).
 
     Identical calls take turns (``ApprovalMemory.turn``), so concurrent ones share one
-    pending approval and one approval runs one of them. A transport error leaves the entry
-    in place: the gateway may have run the call, and presenting the id again returns its
-    stored outcome instead of running it twice."""
+    pending approval and one approval runs one of them. A transport error (or a cancellation)
+    leaves both in place: the gateway may have run the call, and the retry hears its stored
+    outcome instead of running it twice."""
     key = memory.key(run_id, tool, args)
     async with memory.turn(key):
         approval_id = memory.get(key)
         fields = {"approval_id": approval_id} if approval_id else {}
+        idempotency_key = memory.idempotency_key(key)
+        if idempotency_key:
+            fields["idempotency_key"] = idempotency_key
         result = await client.execute(tool, args, run_id=run_id, **fields)
         memory.update(key, result)
     return result

@@ -105,9 +105,23 @@ def load_grant_keys(cfg: ApprovalsConfig, data_dir: Path, gateway_id: str) -> Gr
         write_private_key(paths[0], Ed25519PrivateKey.generate())
     keys = []
     for path in paths:
-        key = load_private_key(path.read_bytes())
+        key = load_private_key(_read_grant_key(path))
         keys.append(SigningKey(f"grant-{key_thumbprint(key.public_key())}", key))
     return GrantKeys(keys, owner=gateway_id)
+
+
+def _read_grant_key(path: Path) -> bytes:
+    """The key file's bytes, its mode checked on the file that is read: whoever can read a grant
+    key can sign grants (run any call as approved), whoever can write it can put their own in
+    its place. So others may do neither, and its group may at most read it (a key shared with
+    the gateway's group, as a mounted secret can be); ValueError otherwise."""
+    with open(path, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode & 0o777
+        if os.name == "posix" and mode & 0o026:
+            who = "others" if mode & 0o006 else "its group"
+            raise ValueError(f"grant key {path}: mode {mode:o} lets {who} read or write it, and whoever can read it "
+                             f"can sign grants; run chmod 600 {path}")
+        return f.read()
 
 
 def load_private_key(pem: bytes, passphrase: bytes | None = None) -> Ed25519PrivateKey:

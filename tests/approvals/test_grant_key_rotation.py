@@ -10,8 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from approval_helpers import AGENT, Clients, write_config
+from gateway.approvals.keyring import write_private_key
 from gateway.testing import calls_recorded, start_gateway
 
 ARGS_A, ARGS_B, ARGS_C = '{"path": "a.txt", "n": 1}', '{"path": "b.txt", "n": 2}', '{"path": "c.txt", "n": 3}'
@@ -67,3 +70,23 @@ async def test_old_grants_verify_while_the_old_key_is_listed_and_stop_once_it_is
     assert refused_b.code == "invalid_approval", refused_b
     assert (executed_c.code, executed_c.replayed) == ("ok", False), executed_c
     assert calls_recorded(tmp_path / "data" / "sandbox", "count_write") == 2  # a and c; never b
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o620, 0o602])
+async def test_a_grant_key_others_may_read_or_write_does_not_load(tmp_path: Path, mode: int):
+    """Whoever can read the gateway's grant key can sign grants (run any call as approved); whoever
+    can write it can put their own in its place. The gateway refuses to start on it."""
+    key = tmp_path / "keys" / "grant.pem"
+    write_private_key(key, Ed25519PrivateKey.generate())
+    key.chmod(mode)
+    with pytest.raises(ValueError, match=rf"grant key .*grant.pem.*mode {mode:o}.*chmod 600"):
+        await start_gateway(write_config(tmp_path, grant_keys=[str(key)]))
+
+
+async def test_a_grant_key_its_group_may_only_read_loads(tmp_path: Path):
+    """0640 (a key shared with the gateway's group, as a secret volume can mount it) is accepted."""
+    key = tmp_path / "keys" / "grant.pem"
+    write_private_key(key, Ed25519PrivateKey.generate())
+    key.chmod(0o640)
+    running = await start_gateway(write_config(tmp_path, grant_keys=[str(key)]))
+    await running.stop()

@@ -201,6 +201,11 @@ class _Call:
         return ExecResult.failure(Code.TOOL_ERROR.value, "too many redirects")
 
     async def _result(self, resp: httpx.Response) -> ExecResult:
+        encoding = resp.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("", "identity"):  # never inflated: a small body can hold gigabytes
+            return ExecResult.failure(
+                Code.TOOL_ERROR.value, f"the upstream answered with content-encoding {encoding[:40]!r}; the gateway "
+                "asks for identity and does not decode compressed bodies", meta={"http_status": resp.status_code})
         text, truncated = await _read_capped(resp, CappedOutput(self.cap, self.secrets))
         data = {"status": resp.status_code, "content_type": resp.headers.get("content-type", ""),
                 "body": _decode(text, resp.headers.get("content-type", ""), truncated)}
@@ -222,7 +227,7 @@ def _redirect_target(url: httpx.URL, resp: httpx.Response) -> httpx.URL:
 
 
 async def _read_capped(resp: httpx.Response, body: CappedOutput) -> tuple[str, bool]:
-    async for chunk in resp.aiter_bytes():
+    async for chunk in resp.aiter_raw():  # as sent: nothing decoded (see _result)
         body.feed(chunk)
         if body.full:
             break

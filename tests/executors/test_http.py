@@ -232,3 +232,38 @@ def test_numbers_in_a_url_are_written_as_they_were_hashed():
     assert render_url("https://api.example.com/items/{n}", {"n": 1e20}) == "https://api.example.com/items/100000000000000000000"
     assert render_url("https://api.example.com/items/{n}", {"n": 2.5e-7}) == "https://api.example.com/items/2.5e-7"
     assert render_url("https://api.example.com/items/{n}", {"n": 42}) == "https://api.example.com/items/42"
+
+
+def _gzip_bomb() -> bytes:
+    """~200 KB of gzip that inflates to 200 MB of zeros."""
+    import gzip
+    import io
+
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=9) as z:
+        block = b"\0" * (1 << 20)
+        for _ in range(200):
+            z.write(block)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "GZIP", "gzip, gzip", "zstd", "br", "deflate"])
+async def test_a_compressed_body_is_refused_never_inflated(executor, http_server, make_tool, make_request, encoding):
+    """The executor asks for ``identity``; an upstream that compresses anyway (a hostile one: a
+    small body that inflates to gigabytes) is a tool error, its body never decoded."""
+    bomb = _gzip_bomb()
+    server = http_server({"/bomb": lambda seen: (200, {"content-type": "text/plain", "content-encoding": encoding}, bomb)})
+    tool = _tool(make_tool, server.base + "/bomb", ["127.0.0.1"], options={"max_response_bytes": 1 << 20})
+    result = await executor.execute(make_request(tool))
+    assert not result.ok and result.error.type == "tool_error" and not result.error.retryable
+    assert "content-encoding" in result.error.message and "identity" in result.error.message
+    assert result.data is None or "body" not in (result.data or {})
+    assert server.seen[0].headers.get("accept-encoding") == "identity"
+
+
+@pytest.mark.parametrize("encoding", ["identity", "", "Identity"])
+async def test_an_identity_body_is_read_as_it_is(executor, http_server, make_tool, make_request, encoding):
+    headers = {"content-type": "text/plain"} | ({"content-encoding": encoding} if encoding else {})
+    server = http_server({"/plain": lambda seen: (200, headers, b"hello")})
+    result = await executor.execute(make_request(_tool(make_tool, server.base + "/plain", ["127.0.0.1"])))
+    assert result.ok and result.data["body"] == "hello"

@@ -1,7 +1,8 @@
 """Run a Python callable named ``module:function`` in the descriptor.
 
 The function is called as ``fn(args, ctx)`` where ``ctx`` is the ``ExecRequest``; it may be
-async. Its return value is the observation's data (must be JSON-serialisable); an exception is
+async (an ``async def``, an object with an async ``__call__``, or a function that returns an
+awaitable, which is awaited: never reported as the tool's result unrun). Its return value is the observation's data (must be JSON-serialisable); an exception is
 a tool error. The executor stops at ``request.timeout`` itself (error type ``timeout``).
 
 A sync function runs in a worker thread of this executor's own bounded pool
@@ -59,11 +60,13 @@ class PythonExecutor:
         deadline = asyncio.timeout(request.timeout)
         try:
             async with deadline:
-                if inspect.iscoroutinefunction(fn):
+                if _is_async(fn):
                     data = await fn(args, request)
                 else:
                     thread = self._start(fn, args, request)
                     data = await asyncio.wrap_future(thread)  # cancelling it cancels a call not yet started
+                    if inspect.isawaitable(data):  # a sync wrapper around an async tool: run what it handed back
+                        data = await data
         except ToolFailure as exc:
             return ExecResult.failure(exc.type, str(exc), retryable=exc.retryable)
         except TimeoutError as exc:
@@ -80,6 +83,11 @@ class PythonExecutor:
         if request.linger is not None:
             request.linger(thread)
         return thread
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """An ``async def`` function, or an object whose ``__call__`` is one: run on the loop."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 
 def _timed_out(timeout: float, thread: Future[Any] | None) -> ExecResult:

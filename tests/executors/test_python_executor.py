@@ -120,3 +120,21 @@ async def test_instructions_in_a_python_exception_are_flagged(stage, make_tool):
     obs = normalize(ctx, result, 1, 65536)
     assert obs.status == "error" and evil in obs.error.message
     assert obs.flags == ("possible_prompt_injection",)
+
+
+@pytest.mark.parametrize("name", ["async_behind_a_sync_wrapper", "async_callable"])
+async def test_a_tool_that_hands_back_a_coroutine_is_run_not_reported_done(make_tool, make_request, name):
+    """A callable that is not itself an ``async def`` but returns a coroutine: the coroutine is
+    awaited (the tool runs), never returned as the observation's data with ``ok``."""
+    from gateway.executors.python import PythonExecutor
+
+    executor = PythonExecutor()
+    try:
+        tool = make_tool(executor={"kind": "python", "callable": f"tests.executors.data.python_tools:{name}"})
+        request = make_request(tool)
+        result = await executor.execute(request)
+    finally:
+        await executor.close()
+    assert result.ok and result.data == {"ran": True}, result
+    assert python_tools.RAN.count(request.decision_id) == 1
+    python_tools.RAN.clear()

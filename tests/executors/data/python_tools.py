@@ -29,3 +29,25 @@ def hang(args, ctx):
 
 def fail_with(args, ctx):
     raise RuntimeError(args["message"])
+
+
+RAN: list[str] = []
+"""Decision ids of the calls ``async_behind_a_sync_wrapper`` and ``async_callable`` really ran."""
+
+
+async def _record(args, ctx):
+    RAN.append(ctx.decision_id)
+    return {"ran": True}
+
+
+def async_behind_a_sync_wrapper(args, ctx):
+    """A plain function returning a coroutine (as a sync decorator around an async tool does)."""
+    return _record(args, ctx)
+
+
+class _AsyncCallable:
+    async def __call__(self, args, ctx):
+        return await _record(args, ctx)
+
+
+async_callable = _AsyncCallable()

@@ -33,11 +33,12 @@ the result's stderr, which normalization scrubs like any tool output (for a fail
 is shown in the error message). An ``isError`` result's text is the error message whole:
 normalization scrubs it before trimming it.
 
-Every session lists the upstream's tools. The first listing seen by this process is the
-baseline; any later difference (tools added, removed, or their description / schema changed)
-is logged as ``mcp_upstream_tools_changed``. A descriptor's remote tool whose definition changed
-since the baseline is refused (``tool_error``) unless the upstream sets ``pin_tools: false`` —
-a changed tool has not been classified.
+Every session lists the upstream's tools. Each tool's definition (description and schema) as
+this process first sees it listed is its baseline, for a tool added after the first listing
+too; any difference between two listings (tools added, removed, or changed) is logged as
+``mcp_upstream_tools_changed``. A descriptor's remote tool whose definition changed since its
+baseline is refused (``tool_error``) unless the upstream sets ``pin_tools: false`` — a changed
+tool has not been classified.
 """
 
 from __future__ import annotations
@@ -194,8 +195,10 @@ class McpExecutor:
 
     def _check_listing(self, name: str, upstream: UpstreamConfig, remote: str, tools: list[Any]) -> ExecResult | None:
         seen = tool_fingerprints(tools)
-        baseline = self._baseline.setdefault(name, seen)
-        last = self._last.get(name, baseline)
+        baseline = self._baseline.setdefault(name, {})
+        last = self._last.get(name, dict(seen))
+        for tool, fingerprint in seen.items():  # each tool pinned as first listed, also one added later
+            baseline.setdefault(tool, fingerprint)
         if seen != last:
             log.warning("mcp_upstream_tools_changed", upstream=name, added=sorted(set(seen) - set(last)),
                         removed=sorted(set(last) - set(seen)),

@@ -136,6 +136,8 @@ class McpExecutor:
         if upstream is None:
             return ExecResult.failure(Code.TOOL_ERROR.value, f"no MCP upstream named {ex.server!r}")
         remote = ex.remote_tool or request.tool.name
+        if (denied := _outside_narrowed_hosts(upstream, request)) is not None:
+            return ExecResult.failure(Code.EGRESS_DENIED.value, f"MCP upstream {ex.server}: {denied}")
         try:
             return await self._call(ex.server, upstream, remote, request)
         except Exception as exc:  # transport and protocol failures of the upstream, reported as data
@@ -210,6 +212,28 @@ class McpExecutor:
             return ExecResult.failure(Code.TOOL_ERROR.value,
                                       f"upstream {name} changed {remote!r} since it was classified; refused")
         return None
+
+
+def _outside_narrowed_hosts(upstream: UpstreamConfig, request: ExecRequest) -> str | None:
+    """Why an HTTP upstream may not be dialled for this call, or None: as for the HTTP executor,
+    the policy's ``hosts`` constraint and the credential's hosts narrow where the call (and its
+    header credentials) may go, here to the upstream's own host or nowhere."""
+    if upstream.transport != "http":
+        return None
+    import httpx
+
+    from gateway.executors.http import EgressDenied, check_egress, effective_hosts
+
+    url = httpx.URL(upstream.url)
+    hosts = effective_hosts([url.host], request.constraints.get("hosts"))
+    creds = request.credentials
+    if creds is not None and creds.hosts is not None:
+        hosts = effective_hosts(hosts, creds.hosts)
+    try:  # the host only: the scheme and the rest of the URL are the operator's
+        check_egress(httpx.URL(scheme=url.scheme, host=url.host, port=url.port), hosts, allow_http=True)
+    except EgressDenied as exc:
+        return f"{exc} for this call"
+    return None
 
 
 def _stdio_env(upstream: UpstreamConfig, request: ExecRequest) -> dict[str, str]:

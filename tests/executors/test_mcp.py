@@ -310,3 +310,26 @@ def test_what_the_sdk_logs_of_an_upstreams_output_is_withheld(capfd):
     _, err = capfd.readouterr()
     assert UPSTREAM_TOKEN not in err
     assert err.count("details withheld") == 2 and "(ValueError)" in err
+
+
+@pytest.mark.parametrize(("constraint_hosts", "credential_hosts", "runs"), [
+    ([], None, False),  # policy: no host at all
+    (["api.example.com"], None, False),  # policy: another host
+    (["127.0.0.1"], None, True),
+    (None, ("api.example.com",), False),  # the credential is for another host
+    (None, ("127.0.0.1",), True),
+])
+async def test_an_http_upstream_outside_the_hosts_policy_narrowed_to_is_egress_denied(
+        http_upstream, make_tool, make_request, constraint_hosts, credential_hosts, runs):
+    """As the HTTP executor: policy's ``hosts`` and the credential's hosts narrow where the call
+    (and its header credentials) may go; an upstream outside them is not dialled."""
+    creds = ResolvedCredentials(headers={"Authorization": "Bearer up-tok-9"}, hosts=credential_hosts,
+                                secret_values=frozenset({"up-tok-9"}))
+    constraints = {} if constraint_hosts is None else {"hosts": constraint_hosts}
+    result = await _http_executor(http_upstream).execute(
+        make_request(_tool(make_tool, "auth_header"), {}, constraints=constraints, credentials=creds))
+    if runs:
+        assert result.ok and "Bearer up-tok-9" in json.dumps(result.data), result
+    else:
+        assert not result.ok and result.error.type == "egress_denied", result
+        assert "up-tok-9" not in json.dumps(result.data)

@@ -132,32 +132,51 @@ class SubprocessExecutor:
             return await _run(argv, cwd, env, (out, err), request.timeout, options.get("output") == "json")
 
 
+class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's stream protocol, plus ``exited``: set when the process exits, whoever still holds
+    its pipes. (``Process.wait`` returns only once every pipe has closed too, which a child left
+    running in the background delays to the kill, and one that left the group for ever.)"""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
+
+
 async def _run(argv: list[str], cwd: Path, env: dict[str, str], outputs: tuple[CappedOutput, CappedOutput],
                timeout: float, as_json: bool) -> ExecResult:
+    loop = asyncio.get_running_loop()
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _ExitProtocol(2 ** 16, loop), *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
         )
     except OSError as exc:
         return ExecResult.failure(Code.TOOL_ERROR.value, f"cannot start {argv[0]}: {exc.strerror}")
+    proc = asyncio.subprocess.Process(transport, protocol, loop)
     out, err = outputs
     readers = [asyncio.ensure_future(out.drain(proc.stdout)), asyncio.ensure_future(err.drain(proc.stderr))]
     try:
-        await asyncio.wait_for(proc.wait(), timeout)
-    except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
-        _kill_group(proc.pid)
-        await proc.wait()
+        try:
+            await asyncio.wait_for(protocol.exited.wait(), timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+            _kill_group(proc.pid)
+            await protocol.exited.wait()  # SIGKILL: at once
+            await finish_readers(readers)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return ExecResult.failure(
+                "timeout", f"killed after {timeout:g}s", retryable=True, stderr=err.text(),
+            )
+        _kill_group(proc.pid)  # whatever the tool left running in its group
         await finish_readers(readers)
-        if isinstance(exc, asyncio.CancelledError):
-            raise
-        return ExecResult.failure(
-            "timeout", f"killed after {timeout:g}s", retryable=True, stderr=err.text(),
-        )
-    _kill_group(proc.pid)  # whatever the tool left running in its group
-    await finish_readers(readers)
-    meta = {"exit_code": proc.returncode, "truncated": out.truncated or err.truncated}
-    return _result(proc.returncode or 0, out.text(), err.text(), meta, as_json)
+        meta = {"exit_code": proc.returncode, "truncated": out.truncated or err.truncated}
+        return _result(proc.returncode or 0, out.text(), err.text(), meta, as_json)
+    finally:
+        transport.close()  # the pipes, also those a process outside the group still holds
 
 
 def _result(code: int, stdout: str, stderr: str, meta: dict[str, Any], as_json: bool) -> ExecResult:

@@ -122,6 +122,40 @@ async def test_background_children_do_not_outlive_a_normal_exit(make_tool, make_
     assert not _alive(child)
 
 
+async def test_a_background_child_holding_the_output_does_not_turn_an_exit_into_a_timeout(
+        make_tool, make_request, tmp_path):
+    """The tool exited 0 at once; a child it left running still holds stdout. That is the tool's
+    success, answered when it exits (the child is killed with its group), not a timeout."""
+    pidfile = tmp_path / "bg.pid"
+    tool = _tool(make_tool, ["sh", "-c", f"sleep 300 & echo $! > {pidfile}; echo done"], timeout_seconds=3)
+    started = time.monotonic()
+    result = await SubprocessExecutor().execute(make_request(tool))
+    assert result.ok and result.data["stdout"] == "done\n", result
+    assert time.monotonic() - started < 2.5
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _alive(child)
+
+
+async def test_a_child_that_left_the_group_cannot_hold_the_call_past_its_timeout(make_tool, make_request, tmp_path):
+    """A process in a session of its own is out of reach of the group kill and may hold the pipes
+    open: the call still ends by its timeout (and a bounded wait for the output)."""
+    pidfile = tmp_path / "escaped.pid"
+    script = f"import os, subprocess; p = subprocess.Popen(['sleep', '30'], start_new_session=True); " \
+             f"open({str(pidfile)!r}, 'w').write(str(p.pid)); os.system('sleep 300')"
+    tool = _tool(make_tool, [PY, "-c", script], timeout_seconds=0.5)
+    started = time.monotonic()
+    try:
+        result = await SubprocessExecutor().execute(make_request(tool))
+        assert not result.ok and result.error.type == "timeout"
+        assert time.monotonic() - started < 4
+    finally:
+        if pidfile.exists():
+            os.kill(int(pidfile.read_text()), 9)
+
+
 async def test_output_is_capped(make_tool, make_request):
     tool = _tool(make_tool, [PY, "-c", "import sys; sys.stdout.write('x' * 100000)"],
                  executor_extra={"options": {"max_output_bytes": 1000}})

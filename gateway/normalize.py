@@ -28,7 +28,7 @@ from gateway.codes import Code
 from gateway.executors.base import ExecResult
 from gateway.injection import injection_flags
 from gateway.models import CallContext, ErrorInfo, Observation, Provenance
-from gateway.scrub import Scrubber
+from gateway.scrub import Scrubber, bytes_to_text
 
 SUMMARY_CHARS = 200
 STDERR_TAIL_CHARS = 2000
@@ -106,11 +106,18 @@ def _jsonable(data: Any) -> Any:
     if _plain(data, 0):
         return data
     try:
-        text = json.dumps(data, default=str)
+        text = json.dumps(data, default=_text_of)
         plain = json.loads(text)
     except (TypeError, ValueError, RecursionError):
         return _repr(data)
     return plain if _plain(plain, 0) else text
+
+
+def _text_of(value: Any) -> str:
+    """What a value with no JSON form is shown as: bytes as the text they hold (``bytes_to_text``)."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes_to_text(bytes(value))
+    return str(value)
 
 
 def _repr(data: Any) -> str:

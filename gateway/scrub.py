@@ -175,7 +175,7 @@ class Scrubber:
                 total += n
             return out, total
         if isinstance(value, (bytes, bytearray)):
-            return self.data(_bytes_to_text(bytes(value)))
+            return self.data(bytes_to_text(bytes(value)))
         if self._digit_secrets and isinstance(value, (int, float)) and not isinstance(value, bool):
             try:
                 digits = str(value)
@@ -223,7 +223,9 @@ def _unique_key(existing: dict[Any, Any], key: Any) -> Any:
     return f"{key}#{n}"
 
 
-def _bytes_to_text(raw: bytes) -> str:
+def bytes_to_text(raw: bytes) -> str:
+    """The text ``raw`` holds (UTF-8), else its hex: never Python's ``b'...'``, in which a
+    non-ASCII secret is written as escapes no pattern of it matches."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -130,3 +130,20 @@ def test_a_token_next_to_a_non_ascii_letter_is_still_redacted(token, before, aft
     text, n = Scrubber().text(f"{before}{token}{after}")
     assert token not in text and n == 1
     assert text.startswith(before) and text.endswith(after)
+
+
+@pytest.mark.parametrize("wrap", [
+    lambda b: {"blob": b},  # bytes beside plain values
+    lambda b: {"blob": b, "tags": {"a"}},  # and something with no JSON form (a set)
+    lambda b: [bytearray(b)],
+])
+def test_a_secret_a_python_tool_returns_as_bytes_is_removed(wrap):
+    """Bytes are read as the text they hold before the scrubber sees them, not written as
+    Python's ``b'p\\xc3\\xa4...'``, in which a non-ASCII secret no longer looks like itself."""
+    from gateway.executors.base import ExecResult
+    from gateway.normalize import scrub_result
+
+    secret = "pässwörd-Ünïcode-42"
+    clean = scrub_result(ExecResult(ok=True, data=wrap(secret.encode())), {secret})
+    shown = json.dumps(clean.data, ensure_ascii=False)
+    assert secret not in shown and "\\\\xc3" not in shown and clean.redactions >= 1, shown

@@ -113,11 +113,11 @@ def run_verify(ns: argparse.Namespace) -> int:
         if report.ok:
             span = f" (seq {report.first_seq}-{report.last_seq})" if report.records else ""
             note = f"; {report.note}" if report.note else ""
-            print(f"{path}: ok: {report.records} records{span}, chain intact{note}")
+            print(shown(f"{path}: ok: {report.records} records{span}, chain intact{note}"))
         else:
             broken += 1
             where = f" at line {report.line}" if report.line else ""
-            print(f"{path}: BROKEN{where}: {report.reason} ({report.records} records verified before it)")
+            print(shown(f"{path}: BROKEN{where}: {report.reason} ({report.records} records verified before it)"))
     return 1 if broken else 0
 
 
@@ -131,7 +131,7 @@ def run_search(ns: argparse.Namespace) -> int:
     for item in (iter_steps(found) if ns.steps else found):
         print(json_text(item, separators=(",", ":")))
     for where in search.skipped[:5]:
-        print(f"toolgate: skipped a line that is not an audit record: {where}", file=sys.stderr)
+        print(shown(f"toolgate: skipped a line that is not an audit record: {where}"), file=sys.stderr)
     if len(search.skipped) > 5:
         print(f"toolgate: ... and {len(search.skipped) - 5} more", file=sys.stderr)
     print(f"{search.matched} of {search.read} records matched", file=sys.stderr)

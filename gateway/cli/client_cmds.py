@@ -13,7 +13,7 @@ from google.protobuf.json_format import MessageToDict
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.cli._client import add_target_options, channel, metadata, report_rpc_error
-from gateway.terminal import json_text
+from gateway.terminal import json_text, shown
 
 EXIT = {"ok": 0, "observation": 1, "refused": 3, "approval_required": 4, "evidence_required": 5}
 
@@ -60,7 +60,7 @@ def run_tools(ns: argparse.Namespace) -> int:
         return 0
     width = max((len(t.name) for t in resp.tools), default=4)
     for t in resp.tools:
-        print(f"{t.name:<{width}}  {t.risk.side_effect:<14} {t.description}")
+        print(shown(f"{t.name:<{width}}  {t.risk.side_effect:<14} {t.description}"))
     return 0
 
 

@@ -14,6 +14,7 @@ import sys
 from typing import Any, TextIO
 
 from gateway.cli._errors import fail
+from gateway.terminal import shown
 from runtime_client import (
     AgentState, Answer, AsyncGatewayClient, AuthenticationError, RunResult, SQLiteCheckpoints, StopReason,
     ToolCall, ToolgateClientError, TransportError, TrajectoryEval, resume, run_agent,
@@ -58,7 +59,7 @@ class _Out:
         print(f"\n[{n}] {title}", file=self.stream, flush=True)
 
     def line(self, text: str) -> None:
-        print(f"    {text}", file=self.stream, flush=True)
+        print(f"    {shown(text)}", file=self.stream, flush=True)  # summaries come from tool output
 
     def run(self, result: RunResult) -> None:
         s = result.state

@@ -94,3 +94,16 @@ def test_audit_search_gets_past_a_malformed_record_without_a_traceback(tmp_path,
     out = _cli("audit", "search", path, "--code", "policy_denied", "--agent", "")
     assert "Traceback" not in out.stderr, out.stderr
     assert out.returncode == 0 and json.loads(out.stdout.splitlines()[-1])["ts"] == 2, out.stdout
+
+
+def test_audit_verify_escapes_file_names(tmp_path):
+    """Whoever can make files where the log lives picks their names: a name holding ESC or a
+    carriage return must not redraw the verdict line."""
+    log = tmp_path / "audit.jsonl"
+    AuditLog(log, gateway_id="t").close()
+    odd = tmp_path / ("audit.jsonl" + "\x1b[2K\r" + HOSTILE)
+    odd.write_bytes(log.read_bytes())
+    out = _cli("audit", "verify", log, odd)
+    assert out.stdout and not _drawing(out.stdout) and not _drawing(out.stderr), out
+    assert "\\u001b[2K\\u000d" in out.stdout
+

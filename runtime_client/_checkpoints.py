@@ -41,13 +41,18 @@ class MemoryCheckpoints:
 
 
 class SQLiteCheckpoints:
-    """One row per run in a SQLite file (WAL); survives process restarts."""
+    """One row per run in a SQLite file (WAL); survives process restarts.
+
+    A checkpoint holds the run's goal, messages, tool outputs and approval ids, so the folders
+    the store makes are 0700 and its file 0600 (SQLite gives the WAL files the file's mode);
+    a folder that exists already is left as it is."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path or os.environ.get(DEFAULT_PATH_ENV, DEFAULT_PATH))
         self._lock = threading.Lock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _private_folders(self.path.parent)
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))  # no-op for a file that exists
             with self._connect() as db:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("CREATE TABLE IF NOT EXISTS checkpoints (run_id TEXT PRIMARY KEY,"
@@ -86,3 +91,14 @@ class SQLiteCheckpoints:
         if row is None:
             raise CheckpointNotFoundError(run_id)
         return AgentState.from_json(row[0]), [Event.from_dict(e) for e in json.loads(row[1])]
+
+
+def _private_folders(folder: Path) -> None:
+    """Make ``folder`` and its missing parents with mode 0700 (whatever the umask)."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        made.mkdir(mode=0o700, exist_ok=True)
+        made.chmod(0o700)

@@ -132,7 +132,7 @@ class ExecuteRequest:
     step: int = 0
     idempotency_key: str = ""
     evidence: dict[str, Any] | None = None
-    approval_grant: str = ""
+    approval_grant: str = field(default="", repr=False)  # a bearer grant: never in logs through repr
     approval_id: str = ""
 
 
@@ -155,7 +155,7 @@ class Approval:
     quorum: int = 1
     approvers: tuple[str, ...] = ()
     rejection_reason: str = ""
-    grant: str = ""
+    grant: str = field(default="", repr=False)  # a bearer grant: never in logs through repr
     decision_id: str = ""
     created_at: datetime | None = None
     expires_at: datetime | None = None

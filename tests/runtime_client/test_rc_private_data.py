@@ -1,5 +1,5 @@
-"""Checkpoints hold a run's goal, messages, tool outputs and approval ids: the folder the store
-makes and its files are the user's alone, whatever the umask."""
+"""What a run keeps that others must not see: checkpoints (the goal, messages, tool outputs,
+approval ids) in files that are the user's alone, whatever the umask; grants never in a repr."""
 
 from __future__ import annotations
 
@@ -34,3 +34,12 @@ def test_an_existing_folder_is_left_as_it_is(tmp_path):
     shared.chmod(0o755)
     SQLiteCheckpoints(shared / "c.sqlite3")
     assert _mode(shared) == 0o755 and _mode(shared / "c.sqlite3") == 0o600
+
+
+def test_a_grant_never_shows_in_a_printed_request_or_approval():
+    from runtime_client._types import Approval, ExecuteRequest
+
+    grant = "eyJhbGciOiJFZERTQSJ9.bearer-grant.sig"
+    assert grant not in repr(ExecuteRequest("t", {}, approval_grant=grant))
+    assert grant not in repr(Approval("apr-1", "approved", grant=grant))
+    assert Approval("apr-1", "approved", grant=grant).grant == grant

@@ -20,9 +20,11 @@ client is httpx2 over httpcore2, so the backend is told which httpcore it serves
 its exceptions and its own backend to dial with).
 
 Non-public: everything ``ipaddress`` does not call global (loopback, private, link-local,
-shared 100.64/10, reserved, unspecified, documentation ranges), multicast, and IPv6
-addresses that carry an IPv4 address (mapped, NAT64 ``64:ff9b::/96``, 6to4) when the IPv4
-address is not public.
+shared 100.64/10, reserved, unspecified, documentation ranges), multicast, IPv6 addresses
+that carry an IPv4 address (mapped, NAT64 ``64:ff9b::/96``, 6to4) when the IPv4 address is
+not public, and IPv6 ranges ``ipaddress`` calls global that may lead inside (IPv4-compatible
+``::/96``, IPv4-translated ``::ffff:0:0:0/96``, local-use NAT64 ``64:ff9b:1::/48``, site-local
+``fec0::/10``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ Resolver = Callable[[str, int], Awaitable[list[str]]]
 """(host, port) -> the addresses to dial, in order."""
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NEVER_PUBLIC_V6 = tuple(ipaddress.ip_network(n) for n in (
+    "::/96",  # IPv4-compatible (deprecated): ::7f00:1 is 127.0.0.1 on a stack that still routes it
+    "::ffff:0:0:0/96",  # IPv4-translated (SIIT)
+    "64:ff9b:1::/48",  # local-use NAT64: translates to whatever the local network holds
+    "fec0::/10",  # site-local (deprecated), still routed inside some networks
+))
 
 
 class NonPublicAddress(Exception):
@@ -68,6 +76,8 @@ def is_public(address: str) -> bool:
     """True for a globally routable unicast address (see the module docstring)."""
     ip = ipaddress.ip_address(address)
     if isinstance(ip, ipaddress.IPv6Address):
+        if any(ip in net for net in _NEVER_PUBLIC_V6):
+            return False
         embedded = ip.ipv4_mapped or ip.sixtofour
         if embedded is None and ip in _NAT64:
             embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)

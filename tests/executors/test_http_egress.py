@@ -111,6 +111,9 @@ async def test_a_wildcard_entry_never_matches_an_ip_literal(executor_with, http_
         ("255.255.255.255", False), ("192.0.2.1", False), ("::1", False), ("::", False), ("fe80::1", False),
         ("fc00::1", False), ("ff02::1", False), ("::ffff:10.0.0.1", False), ("::ffff:8.8.8.8", True),
         ("64:ff9b::a00:1", False), ("64:ff9b::808:808", True), ("2002:a00:1::", False),
+        ("::7f00:1", False), ("::a00:1", False), ("::808:808", False),  # IPv4-compatible
+        ("::ffff:0:a00:1", False), ("::ffff:0:808:808", False),  # IPv4-translated
+        ("64:ff9b:1::a00:1", False), ("fec0::1", False),  # local-use NAT64, site-local
     ],
 )
 def test_public_addresses(address, public):

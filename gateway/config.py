@@ -325,6 +325,10 @@ def load_config(path: str | os.PathLike[str], overrides: dict[str, Any] | None =
         raw = yaml.safe_load(file.read_text())
     except FileNotFoundError as exc:
         raise ConfigError(f"{file}: no such file") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 text (byte {exc.start})") from exc
+    except OSError as exc:  # a folder, no permission
+        raise ConfigError(f"{file}: cannot be read: {exc.strerror or type(exc).__name__}") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{file}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):

@@ -11,7 +11,7 @@ Each code has one exit status (``gateway.cli`` says what the statuses mean):
        nothing_to_verify            ``audit verify`` was given companion files only
        invalid_time                 ``--since``/``--until`` is no finite time
        config_invalid, cannot_start ``serve``: the config, or start-up, failed
-       invalid_approver_id, key_file_exists                        ``keys new``
+       invalid_approver_id, key_file_exists, key_dir_unwritable    ``keys new``
        passphrase_env_unset         ``--passphrase-env VAR`` names an unset or empty variable
        key_file_not_found, key_file_unreadable, key_file_writable,
        key_file_readable, key_passphrase_needed, key_passphrase_wrong,
@@ -37,7 +37,7 @@ EXIT: dict[str, int] = {
     "watch_ended": 1,
     **dict.fromkeys((
         "no_such_file", "nothing_to_verify", "invalid_time", "config_invalid", "cannot_start",
-        "invalid_approver_id", "key_file_exists", "passphrase_env_unset",
+        "invalid_approver_id", "key_file_exists", "key_dir_unwritable", "passphrase_env_unset",
         "key_file_not_found", "key_file_unreadable", "key_file_writable", "key_file_readable",
         "key_passphrase_needed", "key_passphrase_wrong", "key_not_encrypted", "key_invalid", "key_labels_missing",
         "policy_bundle_invalid", "audit_unreadable", "audit_malformed",

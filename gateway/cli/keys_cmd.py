@@ -48,10 +48,15 @@ def run_new(ns: argparse.Namespace) -> int:
     key = Ed25519PrivateKey.generate()
     kid = f"{ns.approver}-{datetime.now(timezone.utc):%Y%m%d}-{key_thumbprint(key.public_key())[:8]}"
     path = Path(ns.out) / f"{kid}.pem"
+    if Path(ns.out).exists() and not Path(ns.out).is_dir():
+        return fail("key_dir_unwritable", f"--out {ns.out} is a file, not a folder")
     try:
         write_private_key(path, key, passphrase, {"approver": ns.approver, "kid": kid})
     except FileExistsError:
         return fail("key_file_exists", f"{path} exists; not overwriting it (move it away, or pass another --out)")
+    except OSError as exc:  # --out is a file, or a folder that cannot be made or written
+        return fail("key_dir_unwritable", f"cannot write {path}: {exc.strerror or type(exc).__name__} "
+                    "(give --out a folder you can write)")
     entry = {"id": ns.approver, "groups": ["CHANGE-ME"],
              "keys": [{"kid": kid, "public_key": raw_public_b64(key.public_key())}]}
     print(f"# private key written to {path} (keep it secret)", file=sys.stderr)

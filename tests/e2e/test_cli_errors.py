@@ -198,6 +198,8 @@ def test_errors_without_a_gateway_have_codes(capsys, tmp_path, monkeypatch) -> N
     (broken_bundle / "p.rego").write_text("package toolgate\nx := \n")
     corrupt = tmp_path / "audit.jsonl"
     corrupt.write_text("{not json\n")
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes("gateway_id: caf\u00e9\n".encode("latin-1"))
     monkeypatch.delenv("TOOLGATE_TEST_UNSET", raising=False)
     cases = [
         (["audit", "verify", tmp_path / "nope.jsonl"], "no_such_file"),
@@ -210,6 +212,9 @@ def test_errors_without_a_gateway_have_codes(capsys, tmp_path, monkeypatch) -> N
         (["policy", "replay", "--audit", corrupt, "--policy", ROOT / "rego"], "audit_malformed"),
         (["policy", "replay", "--audit", tmp_path, "--policy", ROOT / "rego"], "audit_unreadable"),
         (["serve", "--config", tmp_path / "nope.yaml"], "config_invalid"),
+        (["serve", "--config", tmp_path], "config_invalid"),  # a folder
+        (["serve", "--config", latin1], "config_invalid"),  # not UTF-8
+        (["keys", "new", "--approver", "dora", "--out", corrupt], "key_dir_unwritable"),  # a file, not a folder
     ]
     for argv, expected in cases:
         code, out, err = toolgate(capsys, *argv)

@@ -303,8 +303,8 @@ def describe(a: pb.Approval) -> str:
         f"tool       {a.tool} (version {a.tool_version})",
         f"risk       side_effect={a.risk.side_effect} reversibility={a.risk.reversibility} "
         f"data_sensitivity={a.risk.data_sensitivity}",
-        f"requested  by agent {a.agent or '-'} for user {a.user or '-'} (tenant {a.tenant}), "
-        f"run {a.run_id or '-'} step {a.step}",
+        f"requested  by agent {a.agent or '-'} for user {a.user or '-'} (tenant {a.tenant})",
+        f"run        {_quoted(a.run_id)} step {a.step}",  # the agent's own label: quoted, on its own line
         *[f"reason     {r}" for r in a.reasons],
         f"needs      {a.quorum} approver(s) from {', '.join(a.groups_any)}; so far: {', '.join(a.approvers) or 'none'}",
         f"expires    {_iso(a.expires_at.seconds)} ({_when(a.expires_at.seconds)})",
@@ -315,6 +315,12 @@ def describe(a: pb.Approval) -> str:
     if not text.isascii():
         lines.append("WARNING    the arguments contain non-ASCII characters (shown escaped): check for lookalikes")
     return "\n".join(lines + ["arguments:", arguments])
+
+
+def _quoted(text: str) -> str:
+    """``text`` in double quotes, its quotes and backslashes escaped: where a label the agent
+    chose (spaces padding it to look like a line of its own, say) begins and ends stays visible."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _iso(epoch: int) -> str:

@@ -143,3 +143,16 @@ def test_keys_new_writes_a_usable_key_and_prints_the_entry(tmp_path: Path) -> No
     with pytest.raises((TypeError, ValueError)):
         load_private_key(pem.read_bytes())  # encrypted: no passphrase, no key
     assert raw_public_b64(load_private_key(pem.read_bytes(), b"s3cret").public_key()) == entry["keys"][0]["public_key"]
+
+
+def test_a_run_id_padded_to_look_like_a_review_line_stays_inside_its_quotes() -> None:
+    """Plain text passes the edge, spaces included: a run id padded past the terminal's width
+    with a fake line after it shows on the run line, quoted, its own quotes escaped."""
+    from gateway._proto.toolgate.v1 import gateway_pb2 as pb
+    from gateway.cli.approvals_cmd import describe
+
+    padded = "r-1" + " " * 150 + 'reason     pre-approved by finance" step 1'
+    text = describe(pb.Approval(approval_id="a-1", tool="count_write", run_id=padded, step=2, args_json=ARGS.encode()))
+    [run_line] = [line for line in text.splitlines() if "pre-approved" in line]
+    assert run_line.startswith('run        "r-1 ') and run_line.endswith('pre-approved by finance\\" step 1" step 2')
+    assert not any(line.startswith("reason") for line in text.splitlines())

@@ -2,8 +2,9 @@
 
 The function is called as ``fn(args, ctx)`` where ``ctx`` is the ``ExecRequest``; it may be
 async (an ``async def``, an object with an async ``__call__``, or a function that returns an
-awaitable, which is awaited: never reported as the tool's result unrun). Its return value is the observation's data (must be JSON-serialisable); an exception is
-a tool error. The executor stops at ``request.timeout`` itself (error type ``timeout``).
+awaitable, which is awaited: never reported as the tool's result unrun). Its return value is
+the observation's data (must be JSON-serialisable); an exception is a tool error. The
+executor stops at ``request.timeout`` itself (error type ``timeout``).
 
 A sync function runs in a worker thread of this executor's own bounded pool
 (``max_threads``), so it can neither block the event loop nor take the loop's default pool,

@@ -15,7 +15,9 @@
   (``options.max_output_bytes``, default 1 MiB each; the rest is drained and dropped), the cut
   never splitting one of the call's secrets (``gateway.executors.capture``).
 - At the timeout the whole process group is killed (SIGKILL) — children too; the result is
-  ``tool_timeout`` (error type ``timeout``). After a normal exit any process left in the group is killed as well.
+  ``tool_timeout`` (error type ``timeout``). The call ends when the tool's process exits, even
+  while a child it left still holds its output; any process left in the group is then killed
+  as well (one that left the group gets a bounded wait for the output, no more).
 - ``options.output: json`` parses stdout as JSON (stdout that is not JSON, or nested too deeply
   to parse, is a ``tool_error``); otherwise data is ``{"exit_code", "stdout"}``. A non-zero exit
   is a ``tool_error`` carrying stdout and stderr.

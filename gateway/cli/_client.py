@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import re
 import sys
+from pathlib import Path
 
 import grpc
 
+from gateway.cli._errors import CliError
 from gateway.terminal import shown
 
 EXIT_TRANSPORT = 6
@@ -18,15 +21,58 @@ _CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
 def add_target_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", default=os.environ.get("TOOLGATE_TARGET", "127.0.0.1:50051"),
+    env = os.environ.get
+    p.add_argument("--target", default=env("TOOLGATE_TARGET", "127.0.0.1:50051"),
                    help="gateway address (env TOOLGATE_TARGET, default 127.0.0.1:50051)")
-    p.add_argument("--api-key", default=os.environ.get("TOOLGATE_API_KEY", ""),
+    p.add_argument("--api-key", default=env("TOOLGATE_API_KEY", ""),
                    help="API key (env TOOLGATE_API_KEY)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the gateway")
+    p.add_argument("--ca-file", default=env("TOOLGATE_CA_FILE", ""),
+                   help="talk TLS, trusting this CA (PEM) for the gateway's certificate (env TOOLGATE_CA_FILE)")
+    p.add_argument("--tls", action="store_true", help="talk TLS, trusting the usual public CAs")
+    p.add_argument("--client-cert", default=env("TOOLGATE_CLIENT_CERT", ""),
+                   help="client certificate (PEM) for a gateway that asks for one (mTLS; env TOOLGATE_CLIENT_CERT)")
+    p.add_argument("--client-key", default=env("TOOLGATE_CLIENT_KEY", ""),
+                   help="its private key (PEM; env TOOLGATE_CLIENT_KEY)")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow plaintext to a gateway that is not on this machine (the API key travels unencrypted)")
 
 
 def channel(ns: argparse.Namespace) -> grpc.Channel:
+    """TLS when a CA, ``--tls`` or a client certificate is given; else plaintext, which is only
+    for a gateway on this machine (a sidecar on loopback or a Unix socket) unless ``--insecure``:
+    the API key goes in every call's metadata."""
+    if ns.ca_file or ns.tls or ns.client_cert:
+        root, key, cert = (_tls_file(flag, path) for flag, path in (
+            ("--ca-file", ns.ca_file), ("--client-key", ns.client_key), ("--client-cert", ns.client_cert)))
+        return grpc.secure_channel(ns.target, grpc.ssl_channel_credentials(root, key, cert))
+    if not ns.insecure and not on_this_machine(ns.target):
+        raise CliError("insecure_target", f"{ns.target} is not on this machine, and plaintext would send the API key "
+                       "unencrypted: give --ca-file (or --tls) to talk TLS, or --insecure to send it anyway")
     return grpc.insecure_channel(ns.target)
+
+
+def on_this_machine(target: str) -> bool:
+    """A loopback address, ``localhost`` or a Unix socket (``unix:``), port or not."""
+    if target.startswith(("unix:", "unix-abstract:")):
+        return True
+    host = target.rsplit(":", 1)[0] if target.count(":") == 1 or target.startswith("[") else target
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _tls_file(flag: str, path: str) -> bytes | None:
+    if not path:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise CliError("tls_file_unreadable", f"{flag} {path}: cannot be read: {exc.strerror or exc}") from None
 
 
 def metadata(ns: argparse.Namespace) -> list[tuple[str, str]]:

@@ -17,6 +17,7 @@ Each code has one exit status (``gateway.cli`` says what the statuses mean):
        key_file_readable, key_passphrase_needed, key_passphrase_wrong,
        key_not_encrypted, key_invalid, key_labels_missing          the approver's key
        policy_bundle_invalid, audit_unreadable, audit_malformed    ``policy``
+       insecure_target, tls_file_unreadable   plaintext off this machine; a TLS file (client verbs)
     3  args_not_strict_json, args_hash_mismatch, audience_mismatch, not_confirmed
                                     ``approve``/``reject`` refused to sign
     6  gateway_unreachable, unauthenticated, demo_failed          ``demo``
@@ -40,7 +41,7 @@ EXIT: dict[str, int] = {
         "invalid_approver_id", "key_file_exists", "key_dir_unwritable", "passphrase_env_unset",
         "key_file_not_found", "key_file_unreadable", "key_file_writable", "key_file_readable",
         "key_passphrase_needed", "key_passphrase_wrong", "key_not_encrypted", "key_invalid", "key_labels_missing",
-        "policy_bundle_invalid", "audit_unreadable", "audit_malformed",
+        "policy_bundle_invalid", "audit_unreadable", "audit_malformed", "insecure_target", "tls_file_unreadable",
     ), 2),
     **dict.fromkeys(("args_not_strict_json", "args_hash_mismatch", "audience_mismatch", "not_confirmed"), 3),
     **dict.fromkeys(("gateway_unreachable", "unauthenticated", "demo_failed"), 6),

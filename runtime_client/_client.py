@@ -11,10 +11,12 @@ that says the cached view is out of date (``STALE_VIEW_CODES``) drops it at once
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import math
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from runtime_client._errors import (
@@ -33,6 +35,38 @@ risk or description, can go unseen. A removed tool or changed schema shows soone
 STALE_VIEW_CODES = frozenset({"unknown_tool", "invalid_arguments"})
 """Refusals that may mean the cached tool list is out of date: the next ``list_tools`` asks."""
 GRANTED_STATUSES = frozenset({"approved", "executed"})
+
+
+def on_this_machine(target: str) -> bool:
+    """A loopback address, ``localhost`` or a Unix socket (``unix:``), port or not."""
+    if target.startswith(("unix:", "unix-abstract:")):
+        return True
+    host = target.rsplit(":", 1)[0] if target.count(":") == 1 or target.startswith("[") else target
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _credentials(target: str, credentials: Any, insecure: bool) -> Any:
+    """``credentials``, else TLS from ``TOOLGATE_CA_FILE`` (and ``TOOLGATE_CLIENT_CERT`` /
+    ``TOOLGATE_CLIENT_KEY`` for mTLS), else None (plaintext): only to a gateway on this machine
+    unless ``insecure``, since every call carries the API key."""
+    if credentials is None:
+        files = [os.environ.get(f"TOOLGATE_{name}", "") for name in ("CA_FILE", "CLIENT_KEY", "CLIENT_CERT")]
+        if any(files):
+            import grpc
+
+            root, key, cert = (Path(f).read_bytes() if f else None for f in files)
+            credentials = grpc.ssl_channel_credentials(root, key, cert)
+    if credentials is None and not insecure and not on_this_machine(target):
+        raise ValueError(f"{target} is not on this machine and no TLS credentials were given, so the API key would "
+                         "travel unencrypted: pass credentials=grpc.ssl_channel_credentials(...), set "
+                         "TOOLGATE_CA_FILE, or pass insecure=True")
+    return credentials
 
 
 def _target_and_key(target: str | None, api_key: str | None) -> tuple[str, str]:
@@ -106,7 +140,10 @@ class _ToolCache:
 
 
 class AsyncGatewayClient:
-    """Asyncio client. ``transport`` defaults to gRPC at ``target`` (or ``TOOLGATE_TARGET``).
+    """Asyncio client. ``transport`` defaults to gRPC at ``target`` (or ``TOOLGATE_TARGET``):
+    TLS with ``credentials`` (``grpc.ssl_channel_credentials``) or the ``TOOLGATE_CA_FILE``,
+    ``TOOLGATE_CLIENT_CERT`` and ``TOOLGATE_CLIENT_KEY`` files; plaintext only to a gateway on
+    this machine unless ``insecure=True`` (every call carries the API key).
 
     ``tools_ttl``: seconds a ``list_tools`` answer is reused (``None``: until refreshed).
     ``clock``: monotonic seconds, for the TTL (a parameter so tests need not sleep)."""
@@ -114,12 +151,15 @@ class AsyncGatewayClient:
     def __init__(self, target: str | None = None, *, api_key: str | None = None,
                  transport: AsyncTransport | None = None, timeout: float = DEFAULT_TIMEOUT,
                  tools_ttl: float | None = DEFAULT_TOOLS_TTL,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, credentials: Any = None,
+                 insecure: bool = False) -> None:
         tools = _ToolCache(tools_ttl, clock)
         if transport is None:
             from runtime_client._grpc import AsyncGrpcTransport
 
-            transport = AsyncGrpcTransport(*_target_and_key(target, api_key), timeout=timeout)
+            target, api_key = _target_and_key(target, api_key)
+            transport = AsyncGrpcTransport(target, api_key, timeout=timeout,
+                                           credentials=_credentials(target, credentials, insecure))
         self._transport = transport
         self._tools = tools
 
@@ -179,12 +219,15 @@ class GatewayClient:
     def __init__(self, target: str | None = None, *, api_key: str | None = None,
                  transport: Transport | None = None, timeout: float = DEFAULT_TIMEOUT,
                  tools_ttl: float | None = DEFAULT_TOOLS_TTL,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, credentials: Any = None,
+                 insecure: bool = False) -> None:
         tools = _ToolCache(tools_ttl, clock)
         if transport is None:
             from runtime_client._grpc import GrpcTransport
 
-            transport = GrpcTransport(*_target_and_key(target, api_key), timeout=timeout)
+            target, api_key = _target_and_key(target, api_key)
+            transport = GrpcTransport(target, api_key, timeout=timeout,
+                                      credentials=_credentials(target, credentials, insecure))
         self._transport = transport
         self._tools = tools
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import os
 import re
@@ -14,6 +13,7 @@ import grpc
 
 from gateway.cli._errors import CliError
 from gateway.terminal import shown
+from runtime_client._client import on_this_machine
 
 EXIT_TRANSPORT = 6
 EXIT_REFUSED = 3
@@ -50,20 +50,6 @@ def channel(ns: argparse.Namespace) -> grpc.Channel:
         raise CliError("insecure_target", f"{ns.target} is not on this machine, and plaintext would send the API key "
                        "unencrypted: give --ca-file (or --tls) to talk TLS, or --insecure to send it anyway")
     return grpc.insecure_channel(ns.target)
-
-
-def on_this_machine(target: str) -> bool:
-    """A loopback address, ``localhost`` or a Unix socket (``unix:``), port or not."""
-    if target.startswith(("unix:", "unix-abstract:")):
-        return True
-    host = target.rsplit(":", 1)[0] if target.count(":") == 1 or target.startswith("[") else target
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _tls_file(flag: str, path: str) -> bytes | None:

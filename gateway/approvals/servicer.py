@@ -6,6 +6,9 @@ FAILED_PRECONDITION with the stable outcome code as details for refused tokens o
 requests, INVALID_ARGUMENT for a malformed approval_id (refused here, before the store) or
 an unknown status, RESOURCE_EXHAUSTED past the limit of open Watch streams.
 
+A Watch stream sends its headers (initial metadata) once it is live: subscribed and its
+snapshot read. A client that awaits them before acting hears every later change.
+
 Every refusal is audited once: event ``approval``, action ``refused``, its code, the caller,
 the method and the id it named (see ``ApprovalService.refused``); token refusals the service
 has audited already (``verification_failed``) are not written again.
@@ -114,6 +117,9 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
                 current = [snapshot] if one else snapshot
                 follower = Follower(self._svc, identity, one, tick=_WATCH_TICK)
                 follower.know(current)
+                # the stream is live: a client that awaits the headers (initial metadata) hears
+                # every change made after that, as an event or (include_current) in the snapshot
+                await context.send_initial_metadata(())
                 if request.include_current:
                     for rec in current:
                         yield pb.ApprovalEvent(type="current", approval=record_to_proto(rec, identity))

@@ -69,7 +69,7 @@ async def test_an_approvers_watch_hears_requests_and_votes_made_elsewhere_once(p
     a, b = pair
     stream = _watch(b, key=APPROVER["bob"])
     try:
-        await asyncio.sleep(0.2)  # the stream is open before the request is made
+        await stream.initial_metadata()  # the stream is live before the request is made
         request = await _request(a)
         heard = await _next(stream, request.approval_id)
         assert (heard.type, heard.approval.status) == ("requested", "pending")
@@ -90,7 +90,7 @@ async def test_a_change_heard_in_process_is_not_heard_again_from_the_store(pair)
     request = await _request(a)
     stream = _watch(a, request.approval_id)
     try:
-        await asyncio.sleep(0.2)
+        await stream.initial_metadata()  # live before the vote
         await a.submit(request, "alice")
         kinds = [(await _next(stream, request.approval_id)).type for _ in range(2)]
         assert kinds == ["approved", "granted"]

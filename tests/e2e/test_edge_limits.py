@@ -81,7 +81,7 @@ async def test_approval_watch_streams_are_capped(small) -> None:
         stub = pb_grpc.ApprovalsStub(channel)
         alice = (("x-api-key", "alice-approver-key"),)
         first = stub.Watch(pb.WatchApprovalsRequest(), metadata=alice)
-        await asyncio.sleep(0.3)  # let it open
+        await first.initial_metadata()  # the stream is live (it holds its slot)
         second = stub.Watch(pb.WatchApprovalsRequest(), metadata=alice)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await second.read()

@@ -70,6 +70,7 @@ async def test_a_watch_hears_what_happens_through_other_replicas(cluster, client
     once, though no step went through the replica it is connected to."""
     key = f"watch-{uuid.uuid4().hex[:8]}"
     approver = clients[2].watch(as_="bob")
+    await approver.initial_metadata()  # the watch is live: what happens from here on is heard
     try:
         resp = await clients[0].call("count_approved", {"key": key})
         assert resp.code == "approval_required", resp

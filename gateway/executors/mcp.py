@@ -50,6 +50,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
+import httpx
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -57,6 +58,7 @@ from gateway.codes import Code
 from gateway.executors.base import ExecRequest, ExecResult
 from gateway.executors.capture import CappedOutput, captured_pipe
 from gateway.executors.egress_backend import CheckedBackend, Resolver, non_public_in, system_resolver
+from gateway.executors.http import EgressDenied, check_egress, effective_hosts
 from gateway.executors.sdk_logs import withhold_sdk_details
 from gateway.executors.subprocess import sandbox_cwd
 
@@ -220,10 +222,6 @@ def _outside_narrowed_hosts(upstream: UpstreamConfig, request: ExecRequest) -> s
     header credentials) may go, here to the upstream's own host or nowhere."""
     if upstream.transport != "http":
         return None
-    import httpx
-
-    from gateway.executors.http import EgressDenied, check_egress, effective_hosts
-
     url = httpx.URL(upstream.url)
     hosts = effective_hosts([url.host], request.constraints.get("hosts"))
     creds = request.credentials

@@ -24,6 +24,7 @@ from typing import Any, Callable
 import rfc8785
 
 from gateway.ecma_regex import FORMATS, Validator, schema_problems, without_dialect
+from gateway.schema_refs import LOCAL_ONLY
 from gateway.models import FieldError
 from gateway.schema_check import compile_check
 
@@ -209,7 +210,8 @@ class SchemaValidator:
         problems = schema_problems(schema)
         if problems:
             raise ValueError("; ".join(problems))
-        return cls(Validator(without_dialect(schema), format_checker=FORMATS), compile_check(schema))
+        return cls(Validator(without_dialect(schema), format_checker=FORMATS, registry=LOCAL_ONLY),
+                   compile_check(schema))
 
     def errors(self, args: dict[str, Any]) -> list[FieldError]:
         if self.valid is not None and self.valid(args):

@@ -24,7 +24,8 @@ is an error, never a silent pass. ``schema_problems`` is what a tool schema must
 the gateway uses it (``config.ToolConfig``, ``arguments.SchemaValidator``); that includes every
 pattern passing ``pattern_risk``, since regress has no step limit (a polynomial ``pattern`` is
 let through when its subschema's ``maxLength`` is at most ``SHORT_STRING``, and then the
-``pattern`` keyword never runs on a longer string).
+``pattern`` keyword never runs on a longer string), and every ``$ref`` resolving inside the schema,
+never fetched (``gateway.schema_refs``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from referencing.jsonschema import DRAFT202012
 
 from gateway import linear_keywords, uri_formats
 from gateway.pattern_risk import assess
+from gateway.schema_refs import LOCAL_ONLY, reference_problems
 
 DIALECT = Draft202012Validator.META_SCHEMA["$id"]
 
@@ -226,7 +228,8 @@ Validator = validators.extend(
 
 # -- what a tool schema must pass --------------------------------------------------------
 
-_META = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=FORMATS)  # regex: ECMA-262
+_META = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=FORMATS,  # regex: ECMA-262
+                             registry=LOCAL_ONLY)
 
 SHORT_STRING = 256
 """A ``pattern`` at risk of polynomial backtracking (degree <= 3) loads when its subschema's
@@ -240,8 +243,20 @@ def schema_problems(schema: Any) -> list[str]:
     key an ECMA-262 regular expression that cannot backtrack catastrophically (``_risky``);
     every ``format`` must be one ``FORMATS`` checks; and ``$schema`` may only name 2020-12, at
     the top (elsewhere, or naming another draft, jsonschema would switch to its own validator
-    class for that part, with ``re`` patterns).
+    class for that part, with ``re`` patterns); and every ``$ref``/``$dynamicRef`` must resolve
+    inside the document, to something that passes these checks too (``gateway.schema_refs``).
     """
+    found = _as_schema(schema)
+    if found:
+        return found
+    for where, dialect in _dialects(schema, ""):
+        if where or validators.validator_for({"$schema": dialect}, default=Validator) is not Draft202012Validator:
+            found.append(f"$schema {dialect!r} at {where or '/'}: only {DIALECT!r}, at the top, is supported")
+    return found + list(_risky(schema, "")) + reference_problems(schema, _as_schema)
+
+
+def _as_schema(schema: Any) -> list[str]:
+    """Why ``schema`` fails the meta-schema, or names a format the gateway cannot check."""
     found = []
     for error in _META.iter_errors(schema):
         where = "".join(f"/{p}" for p in error.absolute_path) or "/"
@@ -254,10 +269,7 @@ def schema_problems(schema: Any) -> list[str]:
     for fmt in sorted({s["format"] for s in _subschemas(schema) if isinstance(s, dict) and "format" in s}):
         if fmt not in FORMATS.checkers:
             found.append(f"format {fmt!r} has no checker in the gateway, so it would go unchecked")
-    for where, dialect in _dialects(schema, ""):
-        if where or validators.validator_for({"$schema": dialect}, default=Validator) is not Draft202012Validator:
-            found.append(f"$schema {dialect!r} at {where or '/'}: only {DIALECT!r}, at the top, is supported")
-    return found + list(_risky(schema, ""))
+    return found
 
 
 def _risky(value: Any, where: str) -> Iterator[str]:

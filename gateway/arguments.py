@@ -2,7 +2,9 @@
 
 Strict JSON means: UTF-8, one object at the top level, no duplicate keys, no NaN/Infinity,
 integers within ±(2^53 - 1) and floats that are finite, so that the RFC 8785 canonical form
-exists and two parties hashing the same value agree. ``args_hash`` is
+exists and two parties hashing the same value agree. An integer literal past ±(2^53 - 1) is
+taken only when it is the RFC 8785 text of a double (``100000000000000000000`` for ``1e20``),
+as that double, so canonical arguments parse back to what was hashed. ``args_hash`` is
 ``"sha256:" + hex(sha256(RFC 8785 canonical JSON))``.
 
 RFC 8785 writes ``1.0`` as ``1`` and ``-0.0`` as ``0``, so ``{"id": 1.0}`` and ``{"id": 1}``
@@ -64,6 +66,23 @@ def _int(text: str) -> int:
     return value
 
 
+def _hashed_int(text: str) -> int | float:
+    """An integer literal; past ±(2^53-1) only the text RFC 8785 writes for a double, read as it.
+
+    RFC 8785 writes a double below 1e21 without an exponent (``1e20`` as ``100000000000000000000``),
+    so the canonical form of accepted arguments must parse back to the same value: that is what an
+    approver's CLI reads. A literal that is not exactly such a double (``9007199254740993``, which
+    a double would round) is refused, as before: two parties would not agree on its value.
+    """
+    if len(text) - text.startswith("-") <= 16 and abs(value := int(text)) <= MAX_SAFE_INTEGER:
+        return value
+    if len(text) - text.startswith("-") <= 21:  # from 1e21 on, RFC 8785 writes an exponent
+        number = float(text)
+        if rfc8785.dumps(number) == text.encode():
+            return number
+    return _int(text)  # refused, with its reason
+
+
 def _float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
@@ -101,7 +120,7 @@ def parse_strict(
         value = json.loads(
             text,
             object_pairs_hook=_pairs,
-            parse_int=_int,
+            parse_int=_hashed_int if numbers_as_hashed else _int,
             parse_float=_number if numbers_as_hashed else _float,
             parse_constant=_constant,
         )

@@ -72,6 +72,28 @@ def test_an_overlong_integer_is_an_arguments_error(digits, sign, what):
 def test_the_16_digit_boundary_is_exact():
     assert parse_strict(b'{"n": -9007199254740991}', max_bytes=1024) == {"n": -MAX}
     with pytest.raises(ArgumentsError):
-        parse_strict(b'{"n": 9007199254740992}', max_bytes=1024)
+        parse_strict(b'{"n": 9007199254740993}', max_bytes=1024)  # a double would round it
     with pytest.raises(ArgumentsError):
         parse_strict(b'{"n": 9999999999999999}', max_bytes=1024)
+    for claims in (b'{"n": 9007199254740992}', b'{"n": 100000000000000000000}'):  # token claims: as before
+        with pytest.raises(ArgumentsError, match="outside"):
+            parse_strict(claims, max_bytes=1024, numbers_as_hashed=False)
+
+
+@pytest.mark.parametrize("number", [2.0**53, -(2.0**53), 2.0**53 + 2, 1e20, -1e20, 1.2345678901234567e20, 9.99e20,
+                                    2.0**69])
+def test_the_canonical_text_of_a_double_past_2_53_parses_back_to_it(number):
+    """RFC 8785 writes these without an exponent; arguments in canonical form (what an approver's
+    CLI reads) must parse back to the hashed value, not be refused as unsafe integers."""
+    canonical = canonical_json({"n": number})
+    assert b"e" not in canonical
+    parsed = parse_strict(canonical, max_bytes=1024)
+    assert parsed == {"n": number} and type(parsed["n"]) is float
+    assert args_hash(parsed) == args_hash({"n": number})
+
+
+@pytest.mark.parametrize("literal", ["9007199254740993", "100000000000000000001", "10000000000000000000000",
+                                     "123456789012345678901", "-9007199254740995"])
+def test_an_integer_literal_that_is_not_the_text_of_a_double_is_refused(literal):
+    with pytest.raises(ArgumentsError, match="outside ±\\(2\\^53-1\\)"):
+        parse_strict(b'{"n": ' + literal.encode() + b"}", max_bytes=1024)

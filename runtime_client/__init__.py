@@ -12,8 +12,8 @@ from runtime_client._context import Context, ContextConfig, OmittedMemory, build
 from runtime_client._decisions import Answer, AskHuman, Decision, Stop, ToolCall, ToolCalls, parse_decision
 from runtime_client._errors import (
     ApprovalError, ApprovalTimeoutError, AuthenticationError, CheckpointError,
-    CheckpointNotFoundError, GatewayTimeoutError, GrantUnavailableError, MalformedRequestError,
-    ModelOutputError, ToolgateClientError, TransportError,
+    CheckpointNotFoundError, ClientClosedError, GatewayTimeoutError, GrantUnavailableError,
+    MalformedRequestError, ModelOutputError, ToolgateClientError, TransportError,
 )
 from runtime_client._eval import EvalResult, TrajectoryEval, evaluate
 from runtime_client._events import Event, EventLog, replay
@@ -31,7 +31,7 @@ from runtime_client._types import (
 __all__ = sorted([
     "AgentRun", "AgentState", "Answer", "Approval", "ApprovalError", "ApprovalEvent",
     "ApprovalRequired", "ApprovalTimeoutError", "AskHuman", "AsyncGatewayClient", "AsyncTransport",
-    "AuthenticationError", "CheckpointError", "CheckpointNotFoundError", "CheckpointStore",
+    "AuthenticationError", "CheckpointError", "CheckpointNotFoundError", "CheckpointStore", "ClientClosedError",
     "Context", "ContextConfig", "Decision", "END", "ErrorInfo", "EvalResult", "Event", "EventLog",
     "EvidenceRequired", "ExecuteRequest", "Failed", "FieldError", "GatewayClient",
     "GatewayTimeoutError", "GrantUnavailableError", "GraphResult", "MalformedRequestError",

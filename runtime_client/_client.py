@@ -6,6 +6,10 @@ Policy outcomes come back as values (``ToolResult.outcome`` is an ``Observation`
 ``list_tools`` answers from a cache kept for ``tools_ttl`` seconds (60 by default); a refusal
 that says the cached view is out of date (``STALE_VIEW_CODES``) drops it at once, and
 ``list_tools(refresh=True)`` asks the gateway now.
+
+After ``close()`` (or leaving the client's ``with`` / ``async with`` block) every call raises
+``ClientClosedError`` (code ``client_closed``), whatever the transport, cached answers included;
+``close()`` itself may be called again.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 from runtime_client._errors import (
     ApprovalTimeoutError,
+    ClientClosedError,
     GatewayTimeoutError,
     GrantUnavailableError,
 )
@@ -97,6 +102,16 @@ def _grant_of(approval: Approval) -> str:
     return approval.grant
 
 
+class _Closable:
+    """The closed flag both clients share: ``_check_open`` before every call."""
+
+    _closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError()
+
+
 class _ToolCache:
     """``list_tools`` answers for ``ttl`` seconds (``None``: until refreshed; ``0``: not kept).
 
@@ -139,7 +154,7 @@ class _ToolCache:
         return result
 
 
-class AsyncGatewayClient:
+class AsyncGatewayClient(_Closable):
     """Asyncio client. ``transport`` defaults to gRPC at ``target`` (or ``TOOLGATE_TARGET``):
     TLS with ``credentials`` (``grpc.ssl_channel_credentials``) or the ``TOOLGATE_CA_FILE``,
     ``TOOLGATE_CLIENT_CERT`` and ``TOOLGATE_CLIENT_KEY`` files; plaintext only to a gateway on
@@ -170,10 +185,13 @@ class AsyncGatewayClient:
         await self.close()
 
     async def close(self) -> None:
+        """Close the transport; every later call raises ``ClientClosedError``."""
+        self._closed = True
         await self._transport.close()
 
     async def list_tools(self, *, refresh: bool = False) -> list[ToolSpec]:
         """The tools this caller may see, cached for ``tools_ttl``; ``refresh=True`` asks now."""
+        self._check_open()
         cached = None if refresh else self._tools.get()
         if cached is not None:
             return cached
@@ -183,14 +201,17 @@ class AsyncGatewayClient:
     async def execute(self, tool: str, args: dict[str, Any] | None = None, **fields: Any) -> ToolResult:
         """One ExecuteTool call. ``fields``: run_id, step, idempotency_key, evidence,
         approval_grant, approval_id."""
+        self._check_open()
         return self._tools.seen(await self._transport.execute(_request(tool, args, **fields)))
 
     async def get_approval(self, approval_id: str) -> Approval:
+        self._check_open()
         return await self._transport.get_approval(approval_id)
 
     async def wait_for_approval(self, approval_id: str, *,
                                 timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> Approval:
         """Watch one approval until it is final (approved, rejected, expired, executed)."""
+        self._check_open()
         try:
             async with asyncio.timeout(timeout):
                 async for event in self._transport.watch_approval(approval_id, timeout=timeout):
@@ -213,7 +234,7 @@ class AsyncGatewayClient:
         return await self.execute(tool, args, approval_grant=grant, **fields)
 
 
-class GatewayClient:
+class GatewayClient(_Closable):
     """Blocking client with the same methods (and tool cache) as ``AsyncGatewayClient``."""
 
     def __init__(self, target: str | None = None, *, api_key: str | None = None,
@@ -238,9 +259,12 @@ class GatewayClient:
         self.close()
 
     def close(self) -> None:
+        """Close the transport; every later call raises ``ClientClosedError``."""
+        self._closed = True
         self._transport.close()
 
     def list_tools(self, *, refresh: bool = False) -> list[ToolSpec]:
+        self._check_open()
         cached = None if refresh else self._tools.get()
         if cached is not None:
             return cached
@@ -248,13 +272,16 @@ class GatewayClient:
         return self._tools.put(ticket, self._transport.list_tools())
 
     def execute(self, tool: str, args: dict[str, Any] | None = None, **fields: Any) -> ToolResult:
+        self._check_open()
         return self._tools.seen(self._transport.execute(_request(tool, args, **fields)))
 
     def get_approval(self, approval_id: str) -> Approval:
+        self._check_open()
         return self._transport.get_approval(approval_id)
 
     def wait_for_approval(self, approval_id: str, *,
                           timeout: float = DEFAULT_APPROVAL_TIMEOUT) -> Approval:
+        self._check_open()
         try:
             for event in self._transport.watch_approval(approval_id, timeout=timeout):
                 if event.approval.final:

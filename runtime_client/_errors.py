@@ -7,6 +7,7 @@ Tree::
     │   └── GatewayTimeoutError         a call exceeded its deadline
     ├── AuthenticationError             the gateway rejected the API key (UNAUTHENTICATED/PERMISSION_DENIED)
     ├── MalformedRequestError           the gateway rejected the request shape (INVALID_ARGUMENT)
+    ├── ClientClosedError               a call on a client after ``close()`` (code ``client_closed``)
     ├── ApprovalError                   waiting for or redeeming an approval failed
     │   ├── ApprovalTimeoutError        no final approval event within the timeout
     │   └── GrantUnavailableError       the approval has no grant for this agent (not approved)
@@ -43,6 +44,17 @@ class AuthenticationError(ToolgateClientError):
 
 class MalformedRequestError(ToolgateClientError):
     """The gateway rejected the request as malformed (not a policy outcome)."""
+
+
+class ClientClosedError(ToolgateClientError):
+    """A call was made on a client (or transport) after ``close()``, or the client was closed
+    while the call was in flight. Not retryable on that client: make a new one."""
+
+    code = "client_closed"
+
+    def __init__(self, message: str = "the client is closed (close() was called or its with-block "
+                 "ended): create a new client to call the gateway again") -> None:
+        super().__init__(message)
 
 
 class ApprovalError(ToolgateClientError):

@@ -1,10 +1,14 @@
 """gRPC transports. The only module that touches protobuf: convert at this edge.
 
-gRPC errors become ``runtime_client`` exceptions here (``_translate``), nowhere else.
+gRPC errors become ``runtime_client`` exceptions here (``_translate``), nowhere else. Every call
+on a channel goes through ``_translated`` / ``_atranslated``: after ``close()`` a call raises
+``ClientClosedError`` (never grpc's ``UsageError`` / ``ValueError`` for a closed channel), and so
+does a call that ``close()`` cut off mid-flight.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -17,6 +21,7 @@ from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from runtime_client._errors import (
     AuthenticationError,
+    ClientClosedError,
     GatewayTimeoutError,
     MalformedRequestError,
     ToolgateClientError,
@@ -186,19 +191,39 @@ def _translate(exc: grpc.RpcError) -> ToolgateClientError:
 
 
 @contextmanager
-def _translated() -> Iterator[None]:
+def _translated(transport: GrpcTransport) -> Iterator[None]:
+    """One call on ``transport``'s channel, refused once it is closed; gRPC errors translated.
+    A call cut off by ``close()`` (CANCELLED "Channel closed!") is a ``ClientClosedError``."""
+    if transport._closed:
+        raise ClientClosedError()
     try:
         yield
     except grpc.RpcError as exc:
-        raise _translate(exc) from exc
+        raise (ClientClosedError() if transport._closed else _translate(exc)) from exc
+    except ValueError as exc:  # grpc: "Cannot invoke RPC on closed channel!" (close() raced the call)
+        if transport._closed:
+            raise ClientClosedError() from exc
+        raise
 
 
 @asynccontextmanager
-async def _atranslated() -> AsyncIterator[None]:
+async def _atranslated(transport: AsyncGrpcTransport) -> AsyncIterator[None]:
+    """As ``_translated``, for ``grpc.aio``: a closed channel raises ``UsageError`` and cancels
+    the calls in flight (``CancelledError`` though the task was not cancelled)."""
+    if transport._closed:
+        raise ClientClosedError()
     try:
         yield
     except grpc.RpcError as exc:
-        raise _translate(exc) from exc
+        raise (ClientClosedError() if transport._closed else _translate(exc)) from exc
+    except grpc.aio.UsageError as exc:
+        raise (ClientClosedError() if transport._closed
+               else TransportError(f"gRPC usage error: {exc}")) from exc
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if transport._closed and task is not None and not task.cancelling():
+            raise ClientClosedError() from None
+        raise
 
 
 # ---------------------------------------------------------------- transports
@@ -215,32 +240,35 @@ class GrpcTransport:
         self._approvals = pb_grpc.ApprovalsStub(self._channel)
         self._metadata = (("x-api-key", api_key),)
         self._timeout = timeout
+        self._closed = False
 
     def _opts(self, timeout: float | None = None) -> dict[str, Any]:
         return {"metadata": self._metadata, "timeout": timeout or self._timeout}
 
     def list_tools(self) -> list[ToolSpec]:
-        with _translated():
+        with _translated(self):
             resp = self._tools.ListTools(pb.ListToolsRequest(), **self._opts())
         return [tool_from_proto(t) for t in resp.tools]
 
     def execute(self, request: ExecuteRequest) -> ToolResult:
-        with _translated():
+        with _translated(self):
             resp = self._tools.ExecuteTool(request_to_proto(request), **self._opts())
         return result_from_proto(request.tool, resp)
 
     def get_approval(self, approval_id: str) -> Approval:
-        with _translated():
+        with _translated(self):
             msg = self._approvals.Get(pb.GetApprovalRequest(approval_id=approval_id), **self._opts())
         return approval_from_proto(msg)
 
     def watch_approval(self, approval_id: str, *, timeout: float) -> Iterator[ApprovalEvent]:
         req = pb.WatchApprovalsRequest(approval_id=approval_id, include_current=True)
-        with _translated():
+        with _translated(self):
             for msg in self._approvals.Watch(req, **self._opts(timeout)):
                 yield event_from_proto(msg)
 
     def close(self) -> None:
+        """Close the channel; later calls raise ``ClientClosedError``. Idempotent."""
+        self._closed = True
         self._channel.close()
 
 
@@ -255,35 +283,38 @@ class AsyncGrpcTransport:
         self._approvals = pb_grpc.ApprovalsStub(self._channel)
         self._metadata = (("x-api-key", api_key),)
         self._timeout = timeout
+        self._closed = False
 
     def _opts(self, timeout: float | None = None) -> dict[str, Any]:
         return {"metadata": self._metadata, "timeout": timeout or self._timeout}
 
     async def list_tools(self) -> list[ToolSpec]:
-        async with _atranslated():
+        async with _atranslated(self):
             resp = await self._tools.ListTools(pb.ListToolsRequest(), **self._opts())
         return [tool_from_proto(t) for t in resp.tools]
 
     async def execute(self, request: ExecuteRequest) -> ToolResult:
-        async with _atranslated():
+        async with _atranslated(self):
             resp = await self._tools.ExecuteTool(request_to_proto(request), **self._opts())
         return result_from_proto(request.tool, resp)
 
     async def get_approval(self, approval_id: str) -> Approval:
-        async with _atranslated():
+        async with _atranslated(self):
             msg = await self._approvals.Get(
                 pb.GetApprovalRequest(approval_id=approval_id), **self._opts())
         return approval_from_proto(msg)
 
     async def watch_approval(self, approval_id: str, *, timeout: float) -> AsyncIterator[ApprovalEvent]:
         req = pb.WatchApprovalsRequest(approval_id=approval_id, include_current=True)
-        call = self._approvals.Watch(req, **self._opts(timeout))
-        try:
-            async with _atranslated():
+        async with _atranslated(self):
+            call = self._approvals.Watch(req, **self._opts(timeout))
+            try:
                 async for msg in call:
                     yield event_from_proto(msg)
-        finally:
-            call.cancel()
+            finally:
+                call.cancel()
 
     async def close(self) -> None:
+        """Close the channel; later calls raise ``ClientClosedError``. Idempotent."""
+        self._closed = True
         await self._channel.close()

@@ -10,6 +10,9 @@ remembers the approval id of a call awaiting approval (``ApprovalMemory``), so t
 with the same arguments, made again once approved, runs (once); identical calls made
 concurrently share that one approval request. A retry of a call whose answer never came carries
 the same idempotency key, so the gateway replays its outcome instead of running it twice.
+That memory is scoped: per MCP session in ``mcp_server`` (unless a ``run_id`` is given), per
+tool list in the LangChain and Agents SDK adapters (build one list per agent run or
+conversation: the users of one list share its approvals).
 """
 
 from runtime_client.adapters._common import ApprovalMemory, CallText, call_text

@@ -3,7 +3,9 @@
 The args schema is the tool's JSON Schema from ListTools. Refusals and approval pauses raise
 ``ToolException`` with ``handle_tool_error=True``, so the agent sees them as tool output.
 The tools made by one ``langchain_tools`` call share an ``ApprovalMemory``: the same call
-with the same arguments, made again once approved, presents its approval and runs.
+with the same arguments, made again once approved, presents its approval and runs. So the
+list is the scope of approvals: build one per agent run or conversation, not one for many
+users (whose identical calls would present each other's approvals).
 """
 
 from __future__ import annotations

@@ -3,23 +3,55 @@
 Any MCP client can list and call gateway tools through it; each call goes through the
 gateway. Approval-required, refusals and evidence requests come back as MCP tool errors
 (``isError=True``) with text the client can show, and the outcome code in ``_meta``.
-The server keeps an ``ApprovalMemory``: the same call with the same arguments, made again
-once approved, presents its approval and runs.
+
+Each MCP session gets its own run id and its own ``ApprovalMemory``: the same call with the
+same arguments, made again in that session once approved, presents its approval and runs; an
+identical call from another session asks for its own approval, and idempotency keys never
+cross sessions. A session is a handshake-era connection (stdio, stateful streamable HTTP,
+``mcp.Client(..., mode="legacy")``); its state is dropped with the connection. The
+2026-07-28 protocol and stateless HTTP carry no session: every request comes alone, so
+nothing tells two clients apart, and such requests share one server-wide run id and memory
+(else an approved call could never be retried, nor a lost answer heard). Passing ``run_id``
+shares that run id and one memory across every session and request: the caller chose to.
 """
 
 from __future__ import annotations
 
+import uuid
+import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
 try:
     from mcp import types
     from mcp.server import Server
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 except ImportError as exc:  # pragma: no cover
     raise ImportError("runtime_client.adapters.mcp needs mcp: pip install 'toolgate[mcp]'") from exc
 
 from runtime_client._client import AsyncGatewayClient
 from runtime_client._types import ToolSpec
 from runtime_client.adapters._common import ApprovalMemory, call_text, execute
+
+
+@dataclass(slots=True)
+class _Scope:
+    """What the calls of one session share: the run id they carry and their approvals."""
+
+    run_id: str = field(default_factory=lambda: f"mcp-{uuid.uuid4().hex}")
+    memory: ApprovalMemory = field(default_factory=ApprovalMemory)
+
+
+def _session_of(ctx: Any) -> Any:
+    """The request's connection if it is a session (lives across requests), else None.
+
+    mcp 2.3.0 hands lowlevel handlers a ``ServerRequestContext`` whose ``session`` is built
+    anew for each request; the connection it wraps is the per-client object, and has no
+    public accessor there yet (the SDK's newer ``Context.connection`` is not wired in)."""
+    connection = getattr(ctx, "connection", None) or ctx.session._connection
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or not connection.has_standalone_channel:
+        return None  # built for this one request
+    return connection
 
 
 def _mcp_tool(spec: ToolSpec) -> types.Tool:
@@ -29,16 +61,31 @@ def _mcp_tool(spec: ToolSpec) -> types.Tool:
                       annotations=annotations)
 
 
-def mcp_server(client: AsyncGatewayClient, *, name: str = "toolgate", run_id: str = "") -> Server[Any]:
-    """An MCP ``Server``; run it over stdio/HTTP, or pass it to ``mcp.Client`` in-process."""
-    memory = ApprovalMemory()
+def mcp_server(client: AsyncGatewayClient, *, name: str = "toolgate",
+               run_id: str | None = None) -> Server[Any]:
+    """An MCP ``Server``; run it over stdio/HTTP, or pass it to ``mcp.Client`` in-process.
+
+    ``run_id``: None (the default) gives each session a fresh run id and approval memory;
+    a string is used by every session, sharing one memory."""
+    shared = _Scope(run_id) if run_id is not None else _Scope()
+    sessions: weakref.WeakKeyDictionary[Any, _Scope] = weakref.WeakKeyDictionary()
+
+    def scope(ctx: Any) -> _Scope:
+        session = None if run_id is not None else _session_of(ctx)
+        if session is None:
+            return shared
+        own = sessions.get(session)
+        if own is None:
+            own = sessions[session] = _Scope()
+        return own
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[_mcp_tool(t) for t in await client.list_tools()])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         args = dict(params.arguments or {})
-        result = await execute(client, memory, params.name, args, run_id=run_id)
+        own = scope(ctx)
+        result = await execute(client, own.memory, params.name, args, run_id=own.run_id)
         text = call_text(result)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text.text)], isError=text.is_error,

@@ -3,7 +3,9 @@
 Arguments arrive as the model's JSON text and are parsed strictly; outcomes other than a
 successful observation come back as error text the agent can act on. The tools made by one
 ``function_tools`` call share an ``ApprovalMemory``: the same call with the same arguments,
-made again once approved, presents its approval and runs.
+made again once approved, presents its approval and runs. So the list is the scope of
+approvals: build one per agent run or conversation, not one ``Agent`` for many users (whose
+identical calls would present each other's approvals).
 """
 
 from __future__ import annotations

@@ -144,6 +144,53 @@ async def test_adapter_retry_after_approval_runs_the_approved_call_once(real, ad
         assert executions(running) == 1
 
 
+async def mcp_call(session, args: dict = ARGS) -> str:
+    return (await session.call_tool("count_write", args)).content[0].text
+
+
+async def test_mcp_sessions_each_get_their_own_approvals_and_run_id(real):
+    """Two MCP sessions on one server: A's approval is not presented by B's identical call."""
+    from mcp import Client
+
+    from runtime_client.adapters.mcp import mcp_server
+
+    running, client = real
+    server = mcp_server(client)
+    async with Client(server, mode="legacy") as a, Client(server, mode="legacy") as b:
+        a_id = APPROVAL_ID.match(await mcp_call(a)).group(1)
+        await approve(running.address, a_id)
+
+        b_first = await mcp_call(b)  # identical call, other session: asks for its own approval
+        b_match = APPROVAL_ID.match(b_first)
+        assert b_match and b_match.group(1) != a_id, b_first
+        assert executions(running) == 0
+
+        done = await mcp_call(a)  # A's retry presents A's approval and runs
+        assert done.startswith('<tool_output tool="count_write" trust="untrusted">'), done
+        assert executions(running) == 1
+        pending = await mcp_call(b)  # B's own approval is still pending
+        assert pending.startswith("approval still pending") and executions(running) == 1, pending
+
+    a_run, b_run = [(await client.get_approval(i)).run_id for i in (a_id, b_match.group(1))]
+    assert a_run and b_run and a_run != b_run
+
+
+async def test_mcp_run_id_given_is_shared_by_every_session(real):
+    from mcp import Client
+
+    from runtime_client.adapters.mcp import mcp_server
+
+    running, client = real
+    server = mcp_server(client, run_id="shared-run")
+    async with Client(server, mode="legacy") as a, Client(server, mode="legacy") as b:
+        a_id = APPROVAL_ID.match(await mcp_call(a)).group(1)
+        await approve(running.address, a_id)
+        done = await mcp_call(b)  # the caller chose to share: B presents A's approval
+        assert done.startswith('<tool_output tool="count_write"'), done
+        assert executions(running) == 1
+    assert (await client.get_approval(a_id)).run_id == "shared-run"
+
+
 def _result(outcome, tool: str = "t") -> ToolResult:
     code = outcome.code if isinstance(outcome, Refused) else "approval_required"
     return ToolResult(tool, outcome, code)

@@ -27,6 +27,17 @@ link-local or other non-public address, unless the upstream sets ``allow_private
 an IP literal in ``url`` is dialled as written. So a rebound name cannot carry the upstream's
 header credentials to the metadata service or another host inside the network.
 
+What one call receives from its upstream is bounded by the upstream's ``max_output_bytes``
+(``DEFAULT_MAX_OUTPUT_BYTES``, 4 MiB): a stdio server's stdout and an HTTP server's response
+bodies, counted over the call's whole session, the tool listing included. Past it the call is
+a ``tool_error``, not retryable, naming the upstream, the limit and the option: a JSON-RPC
+message cannot be cut meaningfully, so none of it is used. What the gateway holds meanwhile
+stays near the limit (``gateway.executors.mcp_transport``): stdout is read in chunks and split
+into lines as they come, a body is counted as it streams, a compressed body is refused (the
+gateway asks for ``identity``), and a stdio server past the limit is killed at once. A stdio
+server runs in its own process group; at the session's end its stdin is closed, it gets two
+seconds to exit, then the group is killed with whatever the server left running in it.
+
 A stdio upstream's stderr never reaches the gateway's own stderr or logs: it goes to a pipe read
 into a bounded buffer (``STDERR_CAP_BYTES``, cut so that no secret is split) and comes back as
 the result's stderr, which normalization scrubs like any tool output (for a failure, its tail
@@ -48,7 +59,7 @@ import hashlib
 import json
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 import httpx
 import structlog
@@ -62,11 +73,19 @@ from gateway.executors.http import EgressDenied, check_egress, effective_hosts
 from gateway.executors.sdk_logs import withhold_sdk_details
 from gateway.executors.subprocess import sandbox_cwd
 
+if TYPE_CHECKING:  # the transports import the SDK, which is loaded for the first call only
+    from gateway.executors.mcp_transport import OutputBudget
+
 log = structlog.get_logger("toolgate.mcp")
 withhold_sdk_details()  # the SDK logs upstream output unscrubbed (gateway.executors.sdk_logs)
 
 STDERR_CAP_BYTES = 64 * 1024
 """What a stdio upstream writes to stderr during one call is kept up to this size."""
+DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024
+"""What one call may receive from its upstream by default: four times the other executors' 1 MiB
+output cap, since the call's tool listing counts too (a server with many tools lists tens or
+hundreds of KiB of schemas), a result may carry its data twice (text and structured content),
+and JSON escaping grows text."""
 
 
 class UpstreamConfig(BaseModel):
@@ -92,6 +111,9 @@ class UpstreamConfig(BaseModel):
     the network); otherwise such a name is ``egress_denied``. An IP literal is always dialled."""
     pin_tools: bool = True
     """Refuse a remote tool whose definition changed since this process first listed it."""
+    max_output_bytes: int = Field(default=DEFAULT_MAX_OUTPUT_BYTES, gt=0)
+    """What one call may receive from the upstream, in bytes (a stdio server's stdout, an HTTP
+    server's response bodies), its tool listing included; more is a ``tool_error``."""
 
 
 class McpConfigError(ValueError):
@@ -152,50 +174,70 @@ class McpExecutor:
                                       retryable=True)
 
     async def _call(self, name: str, upstream: UpstreamConfig, remote: str, request: ExecRequest) -> ExecResult:
-        from mcp import Client
+        from gateway.executors.mcp_transport import OutputBudget
 
         creds = request.credentials
         stderr = CappedOutput(STDERR_CAP_BYTES, creds.secret_values if creds is not None else ())
+        budget = OutputBudget(name, upstream.max_output_bytes)
+        try:
+            outcome = await self._session(name, upstream, remote, request, stderr, budget)
+        except Exception:
+            if budget.refusal is None:
+                raise
+        # the session is over: the upstream has exited and its stderr has been read
+        if budget.refusal is not None:  # however the SDK passed the refusal on: raised, wrapped or swallowed
+            log.warning("mcp_upstream_output_refused", upstream=name, max_output_bytes=budget.cap)
+            outcome = ExecResult.failure(Code.TOOL_ERROR.value, budget.refusal)
+        return dataclasses.replace(outcome, stderr=stderr.text())
+
+    async def _session(self, name: str, upstream: UpstreamConfig, remote: str, request: ExecRequest,
+                       stderr: CappedOutput, budget: OutputBudget) -> ExecResult:
+        from mcp import Client
+
         async with AsyncExitStack() as stack:
-            target = await self._target(stack, upstream, request, stderr)
+            target = await self._target(stack, upstream, request, stderr, budget)
             client = await stack.enter_async_context(
                 Client(target, mode="legacy", cache=None, read_timeout_seconds=request.timeout))
             listing = await client.list_tools()
             outcome = self._check_listing(name, upstream, remote, listing.tools)
             if outcome is None:
                 outcome = _to_result(await client.call_tool(remote, dict(request.args)))
-        # the stack is closed: the upstream has exited and its stderr has been read
-        return dataclasses.replace(outcome, stderr=stderr.text())
+        return outcome
 
     async def _target(self, stack: AsyncExitStack, upstream: UpstreamConfig, request: ExecRequest,
-                      stderr: CappedOutput) -> Any:
+                      stderr: CappedOutput, budget: OutputBudget) -> Any:
         creds = request.credentials
         if upstream.transport == "stdio":
-            from mcp import StdioServerParameters
-            from mcp.client.stdio import stdio_client
+            from mcp.client.stdio import get_default_environment
+
+            from gateway.executors.mcp_transport import stdio_transport
 
             cwd = str((Path(self._base_dir) / upstream.cwd).resolve()) if upstream.cwd else None
-            params = StdioServerParameters(command=upstream.command, args=upstream.args,
-                                           env=_stdio_env(upstream, request), cwd=cwd)
-            # the SDK's default errlog is the gateway's own stderr: unscrubbed, into its logs
+            env = get_default_environment() | _stdio_env(upstream, request)
+            # not the gateway's own stderr (the SDK's default): unscrubbed, into its logs
             errlog = await stack.enter_async_context(captured_pipe(stderr))
-            return stdio_client(params, errlog=errlog)  # type: ignore[arg-type]  # only its fileno is used
+            return stdio_transport(upstream.command, upstream.args, env=env, cwd=cwd, stderr=errlog, budget=budget)
         from mcp.client.streamable_http import streamable_http_client
 
         headers = {**upstream.headers, **(dict(creds.headers) if creds is not None else {})}
-        http = await stack.enter_async_context(self._http_client(upstream, headers, request.timeout))
+        http = await stack.enter_async_context(self._http_client(upstream, headers, request.timeout, budget))
         return streamable_http_client(upstream.url, http_client=http)
 
-    def _http_client(self, upstream: UpstreamConfig, headers: dict[str, str], timeout: float) -> Any:
+    def _http_client(self, upstream: UpstreamConfig, headers: dict[str, str], timeout: float,
+                     budget: OutputBudget) -> Any:
         import httpcore2
         import httpx2
 
-        transport = httpx2.AsyncHTTPTransport(trust_env=False)
+        from gateway.executors.mcp_transport import CappedHTTPTransport
+
+        transport = CappedHTTPTransport(budget, trust_env=False)
         # as in gateway.executors.http: the pool takes no backend argument through httpx2, so its
         # attribute is set; tests/executors/test_mcp.py fails if a rebound name gets through
         transport._pool._network_backend = CheckedBackend(  # type: ignore[attr-defined]
             allow_private=upstream.allow_private_network, resolver=self._resolver, core=httpcore2)
-        return httpx2.AsyncClient(headers=headers, timeout=timeout, trust_env=False, transport=transport)
+        fixed = httpx2.Headers(headers)
+        fixed["accept-encoding"] = "identity"  # a compressed body is refused (gateway.executors.mcp_transport)
+        return httpx2.AsyncClient(headers=fixed, timeout=timeout, trust_env=False, transport=transport)
 
     def _check_listing(self, name: str, upstream: UpstreamConfig, remote: str, tools: list[Any]) -> ExecResult | None:
         seen = tool_fingerprints(tools)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import Iterator
 
 from gateway.cli._errors import CliError, report
 
@@ -24,6 +25,11 @@ COMMANDS = (
     "gateway.cli.audit_cmd",
     "gateway.cli.demo_cmd",
 )
+
+# Options holding file names. Every other text option goes into a request, a token, a query or
+# a printout, and must be UTF-8; a file name need not be (POSIX names are bytes).
+PATH_OPTIONS = frozenset({"config", "key", "out", "ca_file", "client_cert", "client_key", "files",
+                          "checkpoints", "audit_log", "approver_key"})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,11 +58,44 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        check_text(parser, ns)
         return int(ns.func(ns) or 0)
     except CliError as exc:
         return report(exc)
     except KeyboardInterrupt:
         return 130
+
+
+def check_text(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> None:
+    """Refuse (``argument_not_utf8``) a text option that is not UTF-8: bytes that are not UTF-8
+    in argv (or the environment) reach Python as lone surrogates, which cannot be sent or printed."""
+    for action in _chosen_actions(parser, ns):
+        values = None if action.dest in PATH_OPTIONS else getattr(ns, action.dest, None)
+        for value in values if isinstance(values, list) else [values]:
+            at = _lone_surrogate(value) if isinstance(value, str) else -1
+            if at >= 0:
+                name = "/".join(action.option_strings) or (action.metavar or action.dest).upper()
+                source = " (its value came from the environment)" if value is action.default else ""
+                code = ord(value[at])
+                byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+                raise CliError("argument_not_utf8", f"{name}{source} is not valid UTF-8 ({byte} at character {at}): "
+                               "give it as UTF-8 text (was it written in another encoding, such as Latin-1?)")
+
+
+def _lone_surrogate(text: str) -> int:
+    """Where the first lone surrogate (what UTF-8 cannot encode) in ``text`` is; -1: none."""
+    return next((i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff"), -1)
+
+
+def _chosen_actions(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> Iterator[argparse.Action]:
+    """The options of ``parser`` and of the sub-command (and its verb) that ``ns`` chose."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(ns, action.dest, None) or "")
+            if chosen is not None:
+                yield from _chosen_actions(chosen, ns)
+        else:
+            yield action
 
 
 if __name__ == "__main__":

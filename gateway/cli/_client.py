@@ -80,9 +80,10 @@ def report_rpc_error(exc: grpc.RpcError) -> int:
     return EXIT_TRANSPORT
 
 
-def report_refusal(exc: grpc.RpcError) -> int:
+def report_refusal(exc: grpc.RpcError, hints: dict[str, str] | None = None) -> int:
     """A FAILED_PRECONDITION from the gateway: its details are ``{"code": ..., "message": ...}``
-    (gateway.approvals.servicer); print ``toolgate: <code>: <message>`` escaped; exit 3."""
+    (gateway.approvals.servicer); print ``toolgate: <code>: <message>`` escaped, then the
+    caller's hint for that code, if any; exit 3."""
     details = str(exc.details() or "")
     try:
         body = json.loads(details)
@@ -91,5 +92,6 @@ def report_refusal(exc: grpc.RpcError) -> int:
         code, message = "refused", details
     if not _CODE.match(code):  # not a code: say so, and show it as part of the message
         code, message = "refused", details
-    print(f"toolgate: {code}: {shown(message)}", file=sys.stderr)
+    hint = (hints or {}).get(code, "")
+    print(f"toolgate: {code}: {shown(message)}" + (f" ({hint})" if hint else ""), file=sys.stderr)
     return EXIT_REFUSED

@@ -7,7 +7,8 @@ is printed with control characters escaped (it may hold a path, a server's words
 Each code has one exit status (``gateway.cli`` says what the statuses mean):
 
     1  watch_ended                  ``approvals watch --until S`` ended without an event S
-    2  no_such_file                 a FILE argument is not a file
+    2  argument_not_utf8            a text option (not a file name) holds bytes that are not UTF-8
+       no_such_file                 a FILE argument is not a file
        nothing_to_verify            ``audit verify`` was given companion files only
        invalid_time                 ``--since``/``--until`` is no finite time
        config_invalid, cannot_start ``serve``: the config, or start-up, failed
@@ -18,6 +19,7 @@ Each code has one exit status (``gateway.cli`` says what the statuses mean):
        key_not_encrypted, key_invalid, key_labels_missing          the approver's key
        policy_bundle_invalid, audit_unreadable, audit_malformed    ``policy``
        insecure_target, tls_file_unreadable   plaintext off this machine; a TLS file (client verbs)
+       invalid_lifetime             ``approve``/``reject --lifetime`` is no whole number of seconds in range
     3  args_not_strict_json, args_hash_mismatch, audience_mismatch, not_confirmed
                                     ``approve``/``reject`` refused to sign
     6  gateway_unreachable, unauthenticated, demo_failed          ``demo``
@@ -37,11 +39,12 @@ from gateway.terminal import shown
 EXIT: dict[str, int] = {
     "watch_ended": 1,
     **dict.fromkeys((
-        "no_such_file", "nothing_to_verify", "invalid_time", "config_invalid", "cannot_start",
+        "argument_not_utf8", "no_such_file", "nothing_to_verify", "invalid_time", "config_invalid", "cannot_start",
         "invalid_approver_id", "key_file_exists", "key_dir_unwritable", "passphrase_env_unset",
         "key_file_not_found", "key_file_unreadable", "key_file_writable", "key_file_readable",
         "key_passphrase_needed", "key_passphrase_wrong", "key_not_encrypted", "key_invalid", "key_labels_missing",
         "policy_bundle_invalid", "audit_unreadable", "audit_malformed", "insecure_target", "tls_file_unreadable",
+        "invalid_lifetime",
     ), 2),
     **dict.fromkeys(("args_not_strict_json", "args_hash_mismatch", "audience_mismatch", "not_confirmed"), 3),
     **dict.fromkeys(("gateway_unreachable", "unauthenticated", "demo_failed"), 6),

@@ -2,10 +2,13 @@
 
 ``approve`` and ``reject`` fetch the request, show it, recompute the args hash themselves
 from the arguments they display (strict JSON, RFC 8785) and sign that hash, never one they
-were merely told; if the server's hash differs they refuse to sign. Then they ask before
-signing (``--yes``: do not ask). Exit codes: 0 done, 1 ``watch --until S`` ended without an
-event with status S, 2 bad usage or key, 3 refused (by the gateway, a hash mismatch, or not
-confirmed), 6 transport/auth.
+were merely told; if the server's hash differs, or the arguments are not strict JSON (so they
+cannot be shown exactly: they are shown escaped and marked MALFORMED), they refuse to sign.
+Then they ask before signing (``--yes``: do not ask). The token is valid for ``--lifetime``
+seconds (default 600), which must not exceed the gateway's
+``approvals.max_approval_lifetime_seconds``. Exit codes: 0 done, 1 ``watch --until S`` ended
+without an event with status S, 2 bad usage or key, 3 refused (by the gateway, a hash
+mismatch, or not confirmed), 6 transport/auth.
 
 What a request shows comes from the agent (run id, arguments) or from policy (reasons), so
 every field is printed with control and format characters escaped: an agent cannot draw a
@@ -42,7 +45,10 @@ from gateway.terminal import shown
 
 EXIT_USAGE = 2
 MAX_ARGS = 16 * 1024 * 1024
-APPROVAL_LIFETIME = 600
+APPROVAL_LIFETIME = 600  # seconds, the default --lifetime
+# approvals.max_approval_lifetime_seconds is 60..86400 (gateway.approvals.config): every gateway
+# accepts a token of 60 s or less, none one of more than 86400 s
+ALWAYS_ACCEPTED, MAX_LIFETIME = 60, 86400
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -69,6 +75,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        help="the gateway id you expect (env TOOLGATE_GATEWAY_ID); refuse if the request names another")
         if name == "reject":
             v.add_argument("--reason", required=True, help="why the call is rejected (shown to the agent)")
+        v.add_argument("--lifetime", default=str(APPROVAL_LIFETIME), metavar="SECONDS",
+                       help=f"seconds the signed token stays valid (default {APPROVAL_LIFETIME}, never past the "
+                       "request's expiry); a gateway refuses a token living longer than its "
+                       "approvals.max_approval_lifetime_seconds (default 3600) with invalid_approval; "
+                       f"{ALWAYS_ACCEPTED} is always accepted")
         v.add_argument("--yes", action="store_true",
                        help="sign without asking (default: show the request, then ask on the terminal)")
         _common(v, func)
@@ -100,8 +111,9 @@ def run_list(ns: argparse.Namespace) -> int:
         print(json.dumps([approval_dict(a) for a in resp.approvals], indent=2))
         return 0
     for a in resp.approvals:
+        malformed = "  MALFORMED-ARGS" if parsed_args(a)[0] is None else ""
         print(shown(f"{a.approval_id}  {a.status:<9} {a.tool:<16} agent={a.agent} groups={','.join(a.groups_any)} "
-                    f"quorum={len(a.approvers)}/{a.quorum} expires={_when(a.expires_at.seconds)}"))
+                    f"quorum={len(a.approvers)}/{a.quorum} expires={_when(a.expires_at.seconds)}{malformed}"))
     return 0
 
 
@@ -127,6 +139,7 @@ def run_reject(ns: argparse.Namespace) -> int:
 
 def _sign_and_send(ns: argparse.Namespace, typ: str) -> int:
     try:
+        lifetime = _lifetime(ns.lifetime)
         key = _load_key(ns)
     except CliError as exc:
         return report(exc)
@@ -143,45 +156,85 @@ def _sign_and_send(ns: argparse.Namespace, typ: str) -> int:
                     f"{ns.audience!r} (--audience / TOOLGATE_GATEWAY_ID): check --target")
     if not ns.yes and not _confirmed("approve" if typ == tokens.TYP_APPROVAL else "reject"):
         return fail("not_confirmed", "not signed: not confirmed (answer y, or pass --yes)")
-    token = tokens.sign(_claims(ns, a, mine, typ), key, typ)
+    claims = _claims(ns, a, mine, typ, lifetime)
+    token = tokens.sign(claims, key, typ)
     request_cls, rpc = (pb.SubmitApprovalRequest, "Submit") if typ == tokens.TYP_APPROVAL else (pb.RejectApprovalRequest, "Reject")
     try:
         out = getattr(_stub(ns), rpc)(request_cls(approval_id=a.approval_id, token=token), metadata=metadata(ns), timeout=ns.timeout)
     except grpc.RpcError as exc:
         if exc.code() is grpc.StatusCode.FAILED_PRECONDITION:
-            return report_refusal(exc)
+            return report_refusal(exc, {"invalid_approval": _invalid_approval_hint(claims["exp"] - claims["iat"])})
         return report_rpc_error(exc)
     print(json.dumps({"approval_id": out.approval_id, "status": out.status, "approvers": list(out.approvers),
                       "quorum": out.quorum}))
     return 0
 
 
+def _lifetime(text: str) -> int:
+    """``--lifetime``: whole seconds, 1 to ``MAX_LIFETIME``; ``CliError`` otherwise."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 6 and 1 <= int(text) <= MAX_LIFETIME):
+        raise CliError("invalid_lifetime", f"--lifetime {text[:24]!r} is not a whole number of seconds from 1 to "
+                       f"{MAX_LIFETIME}: pass whole seconds, e.g. --lifetime {APPROVAL_LIFETIME}, no more than the "
+                       "gateway's approvals.max_approval_lifetime_seconds")
+    return int(text)
+
+
+def _invalid_approval_hint(lifetime: int) -> str:
+    """What to check when the gateway refused the token: it says only ``invalid approval`` (the
+    reason goes to its audit log), and a token living longer than it allows is a likely reason."""
+    too_long = (f"if its approvals.max_approval_lifetime_seconds is below this token's lifetime of {lifetime} s, "
+                f"sign again with a shorter --lifetime, e.g. --lifetime {ALWAYS_ACCEPTED}, which every gateway "
+                "accepts; else " if lifetime > ALWAYS_ACCEPTED else "")
+    return (f"the gateway does not say why; {too_long}check that --key is the key the gateway has for you, "
+            "that you are in a group that may approve it, and this machine's clock")
+
+
 def _confirmed(verb: str) -> bool:
     print(f"{verb} this call with exactly these arguments? [y/N] ", end="", file=sys.stderr, flush=True)
-    answer = sys.stdin.readline()
+    try:
+        answer = sys.stdin.readline()
+    except UnicodeDecodeError:  # not UTF-8: not a yes
+        answer = ""
     if not sys.stdin.isatty():  # no echoed Enter ended the prompt's line: end it, so errors start their own
         print(file=sys.stderr)
     return answer.strip().lower() in ("y", "yes")
 
 
-def _claims(ns: argparse.Namespace, a: pb.Approval, mine: str, typ: str) -> dict[str, Any]:
+def _claims(ns: argparse.Namespace, a: pb.Approval, mine: str, typ: str, lifetime: int) -> dict[str, Any]:
     now = int(time.time())
     claims: dict[str, Any] = {
         "iss": ns.approver_id, "sub": a.approval_id, "aud": a.audience, "tool": a.tool, "args_hash": mine,
         "tenant": a.tenant, "run_id": a.run_id, "iat": now,
-        "exp": max(now + 1, min(now + APPROVAL_LIFETIME, a.expires_at.seconds)), "jti": str(uuid.uuid4()),
+        "exp": max(now + 1, min(now + lifetime, a.expires_at.seconds)), "jti": str(uuid.uuid4()),
     }
     if typ == tokens.TYP_REJECTION:
         claims["reason"] = ns.reason
     return claims
 
 
+def parsed_args(a: pb.Approval) -> tuple[dict[str, Any] | None, str]:
+    """(the request's arguments, "") when they are strict JSON (numbers as hashed), else (None,
+    why not). Only those can be shown exactly (``json.loads`` would keep the last of two equal
+    keys, say), so only those are shown as JSON or signed; the others are shown escaped, marked."""
+    try:
+        return parse_strict(a.args_json, max_bytes=MAX_ARGS), ""
+    except ArgumentsError as exc:
+        return None, str(exc)
+
+
+def _raw_args(a: pb.Approval) -> str:
+    """Malformed arguments as received, in ASCII: a character beyond it as ``\\uXXXX`` (or
+    ``\\UXXXXXXXX``), a byte that is not UTF-8 as ``\\xNN``."""
+    text = a.args_json.decode("utf-8", "backslashreplace")
+    return "".join(c if c.isascii() else f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}" for c in text)
+
+
 def recompute_hash(a: pb.Approval) -> tuple[str, str]:
     """(my hash of the displayed arguments, problem or ""); no hash when they are not strict JSON."""
-    try:
-        mine = args_hash(parse_strict(a.args_json, max_bytes=MAX_ARGS))
-    except ArgumentsError as exc:
-        return "", f"the arguments are not strict JSON: {exc}"
+    args, problem = parsed_args(a)
+    if args is None:
+        return "", f"the arguments are not strict JSON: {problem}"
+    mine = args_hash(args)
     if not hmac.compare_digest(mine.encode(), a.args_hash.encode()):
         return mine, f"the gateway's args hash {a.args_hash} is not the hash of the arguments shown ({mine})"
     return mine, ""
@@ -279,10 +332,14 @@ def run_watch(ns: argparse.Namespace) -> int:
 
 
 def approval_dict(a: pb.Approval) -> dict[str, Any]:
+    """The request as JSON. Arguments that are not strict JSON are ``args: null`` with
+    ``args_malformed`` (why) and ``args_raw`` (as received, escaped: ``_raw_args``)."""
+    args, problem = parsed_args(a)
+    malformed = {"args_malformed": problem, "args_raw": _raw_args(a)} if args is None else {}
     return {
         "approval_id": a.approval_id, "status": a.status, "tenant": a.tenant, "agent": a.agent, "user": a.user,
         "run_id": a.run_id, "step": a.step, "tool": a.tool, "tool_version": a.tool_version,
-        "args": json.loads(a.args_json or b"null"), "args_hash": a.args_hash, "reasons": list(a.reasons),
+        "args": args, **malformed, "args_hash": a.args_hash, "reasons": list(a.reasons),
         "groups_any": list(a.groups_any), "quorum": a.quorum, "approvers": list(a.approvers),
         "risk": {"side_effect": a.risk.side_effect, "reversibility": a.risk.reversibility,
                  "data_sensitivity": a.risk.data_sensitivity},
@@ -293,11 +350,8 @@ def approval_dict(a: pb.Approval) -> dict[str, Any]:
 
 def describe(a: pb.Approval) -> str:
     """What an approver reads before signing. Non-ASCII is escaped so lookalikes show."""
-    text = a.args_json.decode("utf-8", "replace")
-    try:
-        arguments = json.dumps(json.loads(text), indent=2, ensure_ascii=True, sort_keys=True)
-    except ValueError:
-        arguments = repr(text)
+    args, problem = parsed_args(a)
+    arguments = shown(_raw_args(a)) if args is None else json.dumps(args, indent=2, ensure_ascii=True, sort_keys=True)
     lines = [shown(line) for line in (
         f"approval   {a.approval_id}  [{a.status}]  gateway {a.audience}",
         f"tool       {a.tool} (version {a.tool_version})",
@@ -312,7 +366,10 @@ def describe(a: pb.Approval) -> str:
     )]
     if a.rejection_reason:
         lines.append(shown(f"rejected   {a.rejection_reason}"))
-    if not text.isascii():
+    if args is None:
+        lines.append(shown(f"MALFORMED  the arguments are not strict JSON ({problem}): shown as received, escaped, "
+                           "on one line; they cannot be signed"))
+    elif not a.args_json.isascii():
         lines.append("WARNING    the arguments contain non-ASCII characters (shown escaped): check for lookalikes")
     return "\n".join(lines + ["arguments:", arguments])
 

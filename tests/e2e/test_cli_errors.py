@@ -192,6 +192,19 @@ def test_approve_refusing_to_sign_says_why_with_a_code(capsys, stand_in, alice, 
     assert "Submit" not in stand_in.calls and code == 3
 
 
+def test_arguments_that_are_not_utf8_are_shown_escaped_and_not_signed(capsys, stand_in, alice) -> None:
+    """The real gateway stores text; one that lies can send any bytes: shown, marked, never signed."""
+    stand_in.approval.args_json = b'{"path": "caf\xc3\xa9 \xff\x1b[2J"}'
+    code, out, err = toolgate(capsys, "approvals", "show", "ap-1", "--json", "--target", stand_in.target,
+                              "--api-key", "k")
+    record = json.loads(out)
+    assert code == 0 and record["args"] is None and "not valid UTF-8" in record["args_malformed"], err
+    assert record["args_raw"] == '{"path": "caf\\u00e9 \\xff\x1b[2J"}'  # a character, a byte: told apart
+    code, out, err = toolgate(capsys, *_approve(stand_in, "--key", alice, "--yes"))
+    assert_error(code, err, "args_not_strict_json")
+    assert "MALFORMED" in out and _drawing(out) == [] and "Submit" not in stand_in.calls
+
+
 def test_errors_without_a_gateway_have_codes(capsys, tmp_path, monkeypatch) -> None:
     broken_bundle = tmp_path / "bundle"
     broken_bundle.mkdir()

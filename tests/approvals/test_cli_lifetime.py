@@ -1,0 +1,93 @@
+"""``approvals approve|reject --lifetime SECONDS``: a gateway whose
+``approvals.max_approval_lifetime_seconds`` is below the CLI's default (600 s) refuses the token
+with an opaque ``invalid_approval``; the CLI says to pass a shorter ``--lifetime``, and with one
+the approval goes through. A lifetime that is no whole number of seconds in range is refused
+before anything is signed. The real CLI in subprocesses against ``toolgate serve`` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from approval_helpers import APPROVER, ROOT, write_config
+from gateway.cli._errors import EXIT
+from gateway.testing import GatewayProcess
+
+MAX_LIFETIME = 120  # below the CLI's default of 600
+
+
+def toolgate(gw: GatewayProcess, *argv: str, key: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TOOLGATE_TARGET": gw.address, "TOOLGATE_API_KEY": key}
+    return subprocess.run([sys.executable, "-m", "gateway.cli", *argv], capture_output=True, text=True, env=env,
+                          timeout=60, cwd=ROOT)
+
+
+def pending(gw: GatewayProcess) -> str:
+    out = toolgate(gw, "call", "count_write", "--args", '{"path": "report.txt", "n": 7}', key="demo-agent-key")
+    assert out.returncode == 4, out.stdout + out.stderr
+    return json.loads(out.stdout)["approval_id"]
+
+
+def status(gw: GatewayProcess, approval_id: str) -> dict:
+    shown = toolgate(gw, "approvals", "show", approval_id, "--json", key=APPROVER["alice"])
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gw")
+    gw = GatewayProcess(write_config(tmp, max_approval_lifetime_seconds=MAX_LIFETIME), data_dir=tmp / "data").start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
+
+def test_a_gateway_allowing_less_than_the_default_lifetime_is_answered_with_a_shorter_lifetime(
+        gateway, keys: Path) -> None:
+    approval_id = pending(gateway)
+    approve = ["approvals", "approve", approval_id, "--key", str(keys / "alice.pem"), "--yes"]
+    refused = toolgate(gateway, *approve, key=APPROVER["alice"])
+    last = refused.stderr.splitlines()[-1]
+    assert refused.returncode == 3 and last.startswith("toolgate: invalid_approval: "), refused.stderr
+    assert "max_approval_lifetime_seconds" in last and "600 s" in last and "shorter --lifetime" in last
+    assert status(gateway, approval_id)["approvers"] == []  # nothing counted
+    done = toolgate(gateway, *approve, "--lifetime", str(MAX_LIFETIME), key=APPROVER["alice"])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["status"] == "approved"
+
+
+def test_reject_takes_a_lifetime_too(gateway, keys: Path) -> None:
+    approval_id = pending(gateway)
+    rejected = toolgate(gateway, "approvals", "reject", approval_id, "--key", str(keys / "bob.pem"), "--reason",
+                        "wrong file", "--lifetime", "60", "--yes", key=APPROVER["bob"])
+    assert rejected.returncode == 0, rejected.stderr
+    assert status(gateway, approval_id)["status"] == "rejected"
+
+
+def test_a_refusal_of_a_short_lived_token_does_not_blame_the_lifetime(gateway, keys: Path) -> None:
+    """60 s is within every gateway's limit: the hint names the other causes only."""
+    wrong_key = toolgate(gateway, "approvals", "approve", pending(gateway), "--key", str(keys / "bob.pem"),
+                         "--lifetime", "60", "--yes", key=APPROVER["alice"])
+    last = wrong_key.stderr.splitlines()[-1]
+    assert wrong_key.returncode == 3 and last.startswith("toolgate: invalid_approval: "), wrong_key.stderr
+    assert "--lifetime" not in last and "--key" in last
+
+
+@pytest.mark.parametrize("lifetime", ["0", "-5", "1.5", "ten", "", " 60", "\uff16\uff10", "86401", "9" * 5000])
+def test_a_lifetime_that_is_no_whole_number_of_seconds_in_range_is_refused_before_signing(
+        gateway, keys: Path, lifetime: str) -> None:
+    approval_id = pending(gateway)
+    out = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(keys / "alice.pem"),
+                   f"--lifetime={lifetime}", "--yes", key=APPROVER["alice"])
+    assert out.returncode == EXIT["invalid_lifetime"] == 2, out.stderr
+    assert out.stderr.startswith("toolgate: invalid_lifetime: --lifetime "), out.stderr
+    assert len(out.stderr.splitlines()) == 1 and "max_approval_lifetime_seconds" in out.stderr
+    assert out.stdout == ""  # refused before fetching the request: nothing shown, signed or sent
+    assert status(gateway, approval_id)["status"] == "pending"

@@ -127,7 +127,8 @@ def parse_strict(
     except _Reject as exc:
         raise ArgumentsError([FieldError("", str(exc))]) from exc
     except json.JSONDecodeError as exc:
-        raise ArgumentsError([FieldError("", f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")]) from exc
+        message = exc.msg.removesuffix(" at")  # json's "Invalid control character at", then our "at line"
+        raise ArgumentsError([FieldError("", f"not valid JSON: {message} at line {exc.lineno} column {exc.colno}")]) from exc
     except RecursionError as exc:
         raise ArgumentsError([FieldError("", "JSON nested too deeply")]) from exc
     if not isinstance(value, dict):

@@ -97,3 +97,13 @@ def test_the_canonical_text_of_a_double_past_2_53_parses_back_to_it(number):
 def test_an_integer_literal_that_is_not_the_text_of_a_double_is_refused(literal):
     with pytest.raises(ArgumentsError, match="outside ±\\(2\\^53-1\\)"):
         parse_strict(b'{"n": ' + literal.encode() + b"}", max_bytes=1024)
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    (b'{"a": "x\x01"}', "not valid JSON: Invalid control character at line 1 column 9"),
+    (b'{"a": 1,}', "not valid JSON: Expecting property name enclosed in double quotes at line 1 column 9"),
+])
+def test_a_json_syntax_error_reads_as_one_sentence(raw, message):
+    with pytest.raises(ArgumentsError) as caught:
+        parse_strict(raw, max_bytes=1024)
+    assert [e.message for e in caught.value.errors] == [message]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jsonschema
+import referencing
 
 from runtime_client._errors import GatewayTimeoutError, TransportError
 from runtime_client._types import (
@@ -70,6 +71,11 @@ class _Ticket:
 
 def _echo(**args: Any) -> Any:
     return args
+
+
+_NO_FETCH = referencing.Registry()
+"""References resolve inside the tool's schema or not at all: by default jsonschema fetches any
+other URI over the network, which the gateway never does (``gateway.schema_refs``)."""
 
 
 class FakeGateway:
@@ -159,7 +165,8 @@ class FakeGateway:
             if tool is None:
                 return self._refuse(req, "unknown_tool", f"no tool named {req.tool!r}")
             digest = args_hash(req.args)
-            errors = sorted(jsonschema.Draft202012Validator(tool.spec.input_schema).iter_errors(req.args),
+            validator = jsonschema.Draft202012Validator(tool.spec.input_schema, registry=_NO_FETCH)
+            errors = sorted(validator.iter_errors(req.args),
                             key=lambda e: list(e.path))
             if errors:
                 fields = tuple(FieldError("/" + "/".join(map(str, e.path)), e.message) for e in errors)

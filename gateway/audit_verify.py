@@ -286,7 +286,7 @@ def _is_empty(path: Path) -> bool:
         return True
 
 
-_SET_ASIDE = re.compile(r"^(?P<log>.+)\.(?P<kind>cut|torn)-[0-9]+(?:-[0-9]+)?$")
+_SET_ASIDE = re.compile(r"^(?P<log>.+)\.(?P<kind>cut|torn)-[0-9]+(?:-[0-9]+)?\Z")
 
 
 def companion_reason(path: str | Path) -> str:

@@ -36,9 +36,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.config import CredentialRef, ToolConfig
 
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
-_HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,128}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}\Z")  # \Z: "$" would also match before a final "\n"
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,128}\Z")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 
 
 # --- configuration (the typed form of ``Config.secrets``) -----------------------------------

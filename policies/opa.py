@@ -74,7 +74,7 @@ from policies._http import Endpoint, Http11Pool, TransportError, refuse_url_extr
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 """A larger answer from OPA is an error (``policy_unavailable``), over either transport."""
 
-_PATH = re.compile(r"^data(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_PATH = re.compile(r"^data(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")  # \Z: "$" would let a final "\n" into the URL
 
 
 class _Sender(Protocol):

@@ -17,7 +17,7 @@ from runtime_client._client import on_this_machine
 
 EXIT_TRANSPORT = 6
 EXIT_REFUSED = 3
-_CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}\Z")
 
 
 def add_target_options(p: argparse.ArgumentParser) -> None:
@@ -61,8 +61,17 @@ def _tls_file(flag: str, path: str) -> bytes | None:
         raise CliError("tls_file_unreadable", f"{flag} {path}: cannot be read: {exc.strerror or exc}") from None
 
 
+_API_KEY = re.compile(r"[\x20-\x7e]+")
+
+
 def metadata(ns: argparse.Namespace) -> list[tuple[str, str]]:
-    return [("x-api-key", ns.api_key)] if ns.api_key else []
+    """The call's metadata: the API key, which gRPC can carry only as printable ASCII."""
+    if not ns.api_key:
+        return []
+    if not _API_KEY.fullmatch(ns.api_key):
+        raise CliError("api_key_invalid", "--api-key (or TOOLGATE_API_KEY) holds a control character or a character "
+                       "beyond ASCII, which gRPC metadata cannot carry: check the key for a stray character")
+    return [("x-api-key", ns.api_key)]
 
 
 def report_rpc_error(exc: grpc.RpcError) -> int:

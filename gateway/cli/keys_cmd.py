@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gateway.approvals.keyring import key_thumbprint, raw_public_b64, write_private_key
 from gateway.cli._errors import fail
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}\Z")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

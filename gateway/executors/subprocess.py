@@ -41,7 +41,7 @@ from gateway.executors.capture import CappedOutput, finish_readers
 
 DEFAULT_MAX_OUTPUT = 1024 * 1024
 CLEAN_PATH = "/usr/local/bin:/usr/bin:/bin"
-_PLACEHOLDER = re.compile(r"^(?:file:)?[A-Za-z_][A-Za-z0-9_]*$")
+_PLACEHOLDER = re.compile(r"^(?:file:)?[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class ArgvError(ValueError):

@@ -234,3 +234,22 @@ def test_errors_without_a_gateway_have_codes(capsys, tmp_path, monkeypatch) -> N
         assert_error(code, err, expected)
         assert code == 2 and "error" not in out, (argv, out)
     assert not list(tmp_path.glob("dora-*.pem"))  # keys new wrote nothing
+
+
+@pytest.mark.parametrize("key", ["clé-demo", "key\x1b[2J", "key\n"])
+def test_an_api_key_grpc_cannot_carry_is_a_usage_error_before_any_call(capsys, stand_in, key) -> None:
+    code, _out, err = toolgate(capsys, "approvals", "show", "ap-1", "--target", stand_in.target, "--api-key", key)
+    assert_error(code, err, "api_key_invalid")
+    assert "\x1b" not in err and stand_in.calls == []
+
+
+def test_a_refusal_code_with_a_final_newline_is_not_taken_for_a_code(capsys, stand_in, alice) -> None:
+    stand_in.submit_details = json.dumps({"code": "approval_pending\n", "message": "m"})
+    code, _out, err = toolgate(capsys, *_approve(stand_in, "--key", alice, "--yes"))
+    assert err.splitlines()[-1].startswith("toolgate: refused: ") and code == 3, err
+
+
+def test_an_approver_id_with_a_final_newline_is_refused(capsys, tmp_path) -> None:
+    code, _out, err = toolgate(capsys, "keys", "new", "--approver", "alice\n", "--out", tmp_path)
+    assert_error(code, err, "invalid_approver_id")
+    assert list(tmp_path.iterdir()) == []

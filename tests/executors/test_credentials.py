@@ -163,3 +163,23 @@ async def test_policy_cannot_change_a_variant_the_descriptor_pins(make_tool, dec
     else:
         assert refused is None
         assert ctx.credentials.headers == {"Authorization": f"Bearer {token}"}
+
+
+@pytest.mark.parametrize(("tenant", "reference", "variant"), [
+    ("acme\n", "api_token", ""), ("acme", "api_token\n", ""), ("acme", "api_token", "read_only\n")])
+def test_a_secret_key_component_with_a_final_newline_is_unsafe(tenant, reference, variant):
+    with pytest.raises(ValueError, match="unsafe secret key component"):
+        SecretKey(tenant, reference, variant)
+
+
+def test_a_credential_variant_with_a_final_newline_is_refused_as_invalid(make_tool):
+    got = _resolver().resolve(_tool(make_tool), "acme", {"credential_variant": "read_only\n"})
+    assert isinstance(got, CredentialUnavailable) and got.reason == "invalid credential_variant constraint"
+
+
+@pytest.mark.parametrize(("inject", "name"), [("header", "Authorization\n"), ("env", "API_TOKEN\n")])
+def test_an_injected_name_with_a_final_newline_does_not_load(make_tool, inject, name):
+    tool = make_tool("api", executor={"kind": "python", "callable": "x:y"},
+                     credentials=[{"secret": "api_token", "inject": inject, "name": name}])
+    with pytest.raises(CredentialConfigError, match=f"needs a valid {inject} name"):
+        validate_refs(tool)

@@ -280,3 +280,10 @@ def test_tenant_folders_are_single_distinct_path_components(tmp_path, tenants):
     for folder in folders:
         assert folder not in ("", ".", "..") and "/" not in folder and len(folder) <= 130
         assert (tmp_path / folder).resolve().parent == tmp_path.resolve()
+
+
+def test_a_placeholder_with_a_final_newline_is_unsupported():
+    from gateway.executors.subprocess import ArgvError, build_argv
+
+    with pytest.raises(ArgvError, match="unsupported placeholder"):
+        build_argv(["echo", "{path\n}"], {"path\n": "x", "path": "y"}, {}, allow_dash=False)

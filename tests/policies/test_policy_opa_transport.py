@@ -51,9 +51,12 @@ async def test_request_shape_and_decision_id():
     await opa.close()
 
 
-def test_query_path_must_be_a_data_path():
-    with pytest.raises(ValueError):
-        OPAEngine("http://opa.test", query="data.toolgate.decision; x := 1")
+@pytest.mark.parametrize("query", ["data.toolgate.decision; x := 1", "data.toolgate.decision\n",
+                                   "data.toolgate.decision\n HTTP/1.1\r\nX-Evil: 1"])
+def test_query_path_must_be_a_data_path(query):
+    """A final newline too: it would reach the request line of OPA's Data API."""
+    with pytest.raises(ValueError, match="not a data path"):
+        OPAEngine("http://opa.test", query=query)
 
 
 async def test_an_answer_over_the_cap_is_unavailable_without_reading_it_all():

@@ -81,6 +81,9 @@ def _target_and_key(target: str | None, api_key: str | None) -> tuple[str, str]:
         raise ValueError("no gateway target: pass target= or set TOOLGATE_TARGET")
     if not api_key:
         raise ValueError("no API key: pass api_key= or set TOOLGATE_API_KEY")
+    if not all(" " <= c <= "~" for c in api_key):  # what gRPC metadata can carry
+        raise ValueError("the API key holds a control character or a character beyond ASCII, which gRPC "
+                         "metadata cannot carry: check it for a stray character")
     return target, api_key
 
 

@@ -63,6 +63,13 @@ def test_client_misuse_raises_type_and_value_errors(fake, monkeypatch):
         GatewayClient(api_key="k")
 
 
+@pytest.mark.parametrize("key", ["clé", "key\n", "key\x00"])
+@pytest.mark.parametrize("client_class", [GatewayClient, AsyncGatewayClient])
+def test_an_api_key_grpc_metadata_cannot_carry_is_refused_when_the_client_is_made(client_class, key):
+    with pytest.raises(ValueError, match="gRPC metadata cannot carry"):
+        client_class("127.0.0.1:50051", api_key=key)
+
+
 async def test_evidence_required_is_an_outcome():
     from runtime_client.testing import FakeGateway
     fake = FakeGateway()

@@ -121,8 +121,37 @@ def test_references_inside_the_schema_load_and_validate(schema, good, bad):
     assert validator.errors(bad) != []
 
 
-def test_a_reference_to_the_2020_12_meta_schema_needs_no_fetching():
-    schema = {"type": "object", "properties": {"s": {"$ref": "https://json-schema.org/draft/2020-12/schema"}}}
-    validator = SchemaValidator.compile(schema)
-    assert validator.errors({"s": {"type": "string"}}) == []
-    assert validator.errors({"s": {"type": "strong"}}) != []
+@pytest.mark.parametrize("ref", ["https://json-schema.org/draft/2020-12/schema",
+                                 "https://json-schema.org/draft/2020-12/meta/validation",
+                                 "http://json-schema.org/draft-07/schema#"])
+def test_a_reference_to_a_shipped_meta_schema_is_refused(ref):
+    """jsonschema would resolve it without fetching, but validate that part with its own class (named
+    by the meta-schema's $schema): Python re patterns and a quadratic uniqueItems, not the gateway's."""
+    schema = {"type": "object", "properties": {"s": {"$ref": ref}}}
+    problems = schema_problems(schema)
+    assert len(problems) == 1 and f"$ref {ref!r} does not resolve within the schema" in problems[0]
+
+
+@pytest.mark.parametrize("schema", [
+    {"$ref": "#"},
+    {"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}},
+     "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}},
+    {"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}},
+     "$defs": {"a": {"allOf": [{"type": "object"}, {"not": {"$ref": "#/$defs/b"}}]}, "b": {"anyOf": [{"$ref": "#/$defs/a"}]}}},
+    {"$defs": {"a": {"if": {"$ref": "#"}}}, "$ref": "#/$defs/a"},
+    {"$dynamicAnchor": "meta", "dependentSchemas": {"k": {"$dynamicRef": "#meta"}}},
+])
+def test_references_that_recurse_without_reaching_into_the_arguments_are_refused(schema):
+    """Each would raise RecursionError on every call."""
+    problems = schema_problems(schema)
+    assert len(problems) == 1 and "validating would recurse without end" in problems[0], problems
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"child": {"$ref": "#"}}},
+    {"$defs": {"node": {"type": "object", "properties": {"kids": {"items": {"$ref": "#/$defs/node"}}}}},
+     "allOf": [{"$ref": "#/$defs/node"}, {"$ref": "#/$defs/node"}]},
+    {"$defs": {"a": {"type": "string"}}, "anyOf": [{"$ref": "#/$defs/a"}, {"not": {"$ref": "#/$defs/a"}}]},
+])
+def test_recursion_through_a_part_of_the_arguments_loads(schema):
+    assert schema_problems(schema) == []

@@ -80,6 +80,9 @@ def _hashed_int(text: str) -> int | float:
         number = float(text)
         if rfc8785.dumps(number) == text.encode():
             return number
+    if len(text) - text.startswith("-") > 16:
+        raise _Reject(f"integer {text[:24]}{'...' if len(text) > 24 else ''} is outside ±(2^53-1) and is not the "
+                      "RFC 8785 text of a double")
     return _int(text)  # refused, with its reason
 
 

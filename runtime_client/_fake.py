@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jsonschema
-import referencing
+
+from gateway.schema_refs import LOCAL_ONLY, reference_problems
 
 from runtime_client._errors import GatewayTimeoutError, TransportError
 from runtime_client._types import (
@@ -73,11 +74,6 @@ def _echo(**args: Any) -> Any:
     return args
 
 
-_NO_FETCH = referencing.Registry()
-"""References resolve inside the tool's schema or not at all: by default jsonschema fetches any
-other URI over the network, which the gateway never does (``gateway.schema_refs``)."""
-
-
 class FakeGateway:
     """Register tools with ``add_tool``; hand ``client()`` / ``async_client()`` to code under test."""
 
@@ -101,7 +97,12 @@ class FakeGateway:
                  side_effect: str = "read", description: str = "",
                  schema: dict[str, Any] | None = None, policy: Policy = "allow",
                  delay: float = 0.0, approver_groups: tuple[str, ...] = ("ops",)) -> ToolSpec:
-        """Register a tool. ``handler(**args)`` (sync or async) returns JSON data."""
+        """Register a tool. ``handler(**args)`` (sync or async) returns JSON data. A schema whose
+        references do not resolve inside it is a ValueError, as the gateway refuses to load it (it
+        never fetches one: ``gateway.schema_refs``)."""
+        problems = reference_problems(schema or {}, lambda target: [])
+        if problems:
+            raise ValueError(f"tool {name!r}: " + "; ".join(problems))
         spec = ToolSpec(name=name, description=description or f"fake tool {name}",
                         input_schema=schema or {"type": "object"}, risk=Risk(side_effect),
                         version="1")
@@ -165,7 +166,7 @@ class FakeGateway:
             if tool is None:
                 return self._refuse(req, "unknown_tool", f"no tool named {req.tool!r}")
             digest = args_hash(req.args)
-            validator = jsonschema.Draft202012Validator(tool.spec.input_schema, registry=_NO_FETCH)
+            validator = jsonschema.Draft202012Validator(tool.spec.input_schema, registry=LOCAL_ONLY)
             errors = sorted(validator.iter_errors(req.args),
                             key=lambda e: list(e.path))
             if errors:

@@ -277,7 +277,7 @@ def _outside_narrowed_hosts(upstream: UpstreamConfig, request: ExecRequest) -> s
 
 
 def _stdio_env(upstream: UpstreamConfig, request: ExecRequest) -> dict[str, str]:
-    """What the SDK merges over its defaults: HOME (the tenant's sandbox folder, unless the
+    """What is merged over the SDK's default environment: HOME (the tenant's sandbox folder, unless the
     upstream's ``env`` sets one), the upstream's ``env``, the env credentials."""
     creds = request.credentials
     home = {} if "HOME" in upstream.env else {"HOME": str(sandbox_cwd(request.tenant_sandbox, ""))}

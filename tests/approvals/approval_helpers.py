@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
-
+import json
+import os
+import subprocess
+import sys
 import time
 import uuid
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -107,3 +110,17 @@ async def serving(config: Path) -> AsyncIterator[tuple[Any, Clients]]:
     finally:
         await clients.channel.close()
         await running.stop()
+
+
+def toolgate(gw: Any, *argv: str, key: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a subprocess against ``gw`` (a ``gateway.testing.GatewayProcess``) with API key ``key``."""
+    env = {**os.environ, "TOOLGATE_TARGET": gw.address, "TOOLGATE_API_KEY": key}
+    return subprocess.run([sys.executable, "-m", "gateway.cli", *argv], capture_output=True, text=True, env=env,
+                          timeout=60, cwd=ROOT)
+
+
+def pending(gw: Any) -> str:
+    """A fresh approval request for count_write, made through the CLI as the demo agent: its id."""
+    out = toolgate(gw, "call", "count_write", "--args", '{"path": "report.txt", "n": 7}', key="demo-agent-key")
+    assert out.returncode == 4, out.stdout + out.stderr
+    return json.loads(out.stdout)["approval_id"]

@@ -10,16 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from approval_helpers import APPROVER, ROOT, write_config
+from approval_helpers import APPROVER, ROOT, toolgate, write_config
 from gateway.testing import GatewayProcess, calls_recorded
 
 ARGS = '{"path": "report.txt", "n": 7}'
 
-
-def toolgate(gw: GatewayProcess, *argv: str, key: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TOOLGATE_TARGET": gw.address, "TOOLGATE_API_KEY": key}
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *argv], capture_output=True, text=True, env=env,
-                          timeout=60, cwd=ROOT)
 
 
 def agent_call(gw: GatewayProcess, *extra: str) -> tuple[int, dict]:

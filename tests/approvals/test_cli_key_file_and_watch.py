@@ -14,22 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from approval_helpers import APPROVER, KEYS, ROOT, write_config
+from approval_helpers import APPROVER, KEYS, ROOT, pending, toolgate, write_config
 from gateway.approvals.keyring import key_labels, load_private_key, write_private_key
 from gateway.cli._errors import EXIT
 from gateway.testing import GatewayProcess, calls_recorded
 
 
-def toolgate(gw: GatewayProcess, *argv: str, key: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TOOLGATE_TARGET": gw.address, "TOOLGATE_API_KEY": key}
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *argv], capture_output=True, text=True, env=env,
-                          timeout=60, cwd=ROOT)
-
-
-def pending(gw: GatewayProcess) -> str:
-    out = toolgate(gw, "call", "count_write", "--args", '{"path": "report.txt", "n": 7}', key="demo-agent-key")
-    assert out.returncode == 4, out.stdout + out.stderr
-    return json.loads(out.stdout)["approval_id"]
 
 
 @pytest.fixture(scope="module")

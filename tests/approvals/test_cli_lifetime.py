@@ -7,30 +7,17 @@ before anything is signed. The real CLI in subprocesses against ``toolgate serve
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from approval_helpers import APPROVER, ROOT, write_config
+from approval_helpers import APPROVER, pending, toolgate, write_config
 from gateway.cli._errors import EXIT
 from gateway.testing import GatewayProcess
 
 MAX_LIFETIME = 120  # below the CLI's default of 600
 
 
-def toolgate(gw: GatewayProcess, *argv: str, key: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TOOLGATE_TARGET": gw.address, "TOOLGATE_API_KEY": key}
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *argv], capture_output=True, text=True, env=env,
-                          timeout=60, cwd=ROOT)
-
-
-def pending(gw: GatewayProcess) -> str:
-    out = toolgate(gw, "call", "count_write", "--args", '{"path": "report.txt", "n": 7}', key="demo-agent-key")
-    assert out.returncode == 4, out.stdout + out.stderr
-    return json.loads(out.stdout)["approval_id"]
 
 
 def status(gw: GatewayProcess, approval_id: str) -> dict:

@@ -7,15 +7,12 @@ in a subprocess; the record is damaged by writing its ``args_json`` into the ser
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from approval_helpers import APPROVER, ROOT, write_config
+from approval_helpers import APPROVER, toolgate, write_config
 from gateway.cli._errors import EXIT
 from gateway.terminal import shown
 from gateway.testing import GatewayProcess, calls_recorded
@@ -27,11 +24,6 @@ MALFORMED = {
     "duplicate-key": '{"path": "report.txt", "path": "/etc/passwd", "n": 7}',
 }
 
-
-def toolgate(gw: GatewayProcess, *argv: str, key: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TOOLGATE_TARGET": gw.address, "TOOLGATE_API_KEY": key}
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *argv], capture_output=True, text=True, env=env,
-                          timeout=60, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from approval_helpers import APPROVER, write_config
+from approval_helpers import APPROVER, toolgate, write_config
 from gateway.testing import GatewayProcess, calls_recorded
-from test_cli_e2e import toolgate
 
 
 @pytest.fixture

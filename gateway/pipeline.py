@@ -31,7 +31,7 @@ from gateway import metrics, tracing
 from gateway import policy as policy_stage
 from gateway.arguments import ArgumentsError, args_hash, parse_strict
 from gateway.audit import AuditLog, caller_text, escaped
-from gateway.claims import Conflict, ExecutionClaims, Replay, Won
+from gateway.claims import ExecutionClaims, Replay, Won
 from gateway.codes import Code
 from gateway.config import Config
 from gateway.edge_limits import Gauge
@@ -166,7 +166,7 @@ class Pipeline:
 
     async def _idempotency(self, c: _Call) -> CallResult | Outcome | None:
         ctx = c.ctx
-        key = ctx.call.idempotency_key or _derived_key(ctx)
+        key = _derived_key(ctx) or ctx.call.idempotency_key  # the tool's fields first: see _derived_key
         if not key:
             return None
         ident = ctx.identity
@@ -334,6 +334,10 @@ def _busy(in_flight: Gauge) -> Refused:
 
 
 def _derived_key(ctx: CallContext) -> str:
+    """The key a tool's ``idempotency_key_fields`` form, or "". It is used even when the caller sent a
+    key of its own: the fields say when two calls are the same operation (one refund per order), and a
+    caller's key is fresh for every new call (the adapters send one), which would let a second refund
+    of one order through. A retry still replays: the same arguments form the same key."""
     fields = ctx.tool.config.idempotency_key_fields
     if not fields or ctx.args is None or not all(f in ctx.args for f in fields):
         return ""

@@ -51,3 +51,17 @@ async def test_a_derived_key_still_stops_a_second_refund_by_another_agent(two_ag
     replay = await demo.call("refund", refund)
     assert (replay.code, replay.replayed) == ("ok", True)
     assert json.loads(replay.observation.data_json)["ledger_entries"] == 1
+
+
+async def test_the_tools_key_fields_hold_whatever_key_the_caller_sends(two_agents) -> None:
+    """An adapter sends a fresh key with every new call: the order's refund must still run once."""
+    _, demo, _ = two_agents
+    refund = json.dumps({"order_id": "B-200", "amount": 40, "currency": "EUR"})
+    first = await demo.call("refund", refund, idempotency_key="adapter:1")
+    assert (first.code, first.replayed) == ("ok", False)
+    again = await demo.call("refund", refund, idempotency_key="adapter:2")
+    assert (again.code, again.replayed) == ("ok", True)
+    more = await demo.call("refund", json.dumps({"order_id": "B-200", "amount": 90, "currency": "EUR"}),
+                           idempotency_key="adapter:3")
+    assert more.code == "idempotency_key_reused"  # the same order, another amount: refused, not refunded again
+    assert json.loads(again.observation.data_json)["ledger_entries"] == 1

@@ -27,7 +27,6 @@ import sys
 import time
 import uuid
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import grpc

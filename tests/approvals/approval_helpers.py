@@ -8,9 +8,9 @@ import subprocess
 import sys
 import time
 import uuid
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterator
 
 import grpc
 import yaml
@@ -19,6 +19,7 @@ from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.approvals import tokens
 from gateway.approvals.keyring import SigningKey, key_labels, load_private_key
+from gateway.testing import GatewayProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "toolgate.yaml"
@@ -112,15 +113,27 @@ async def serving(config: Path) -> AsyncIterator[tuple[Any, Clients]]:
         await running.stop()
 
 
-def toolgate(gw: Any, *argv: str, key: str) -> subprocess.CompletedProcess[str]:
+def toolgate(gw: GatewayProcess, *argv: str, key: str) -> subprocess.CompletedProcess[str]:
     """The real CLI in a subprocess against ``gw`` (a ``gateway.testing.GatewayProcess``) with API key ``key``."""
     env = {**os.environ, "TOOLGATE_TARGET": gw.address, "TOOLGATE_API_KEY": key}
     return subprocess.run([sys.executable, "-m", "gateway.cli", *argv], capture_output=True, text=True, env=env,
                           timeout=60, cwd=ROOT)
 
 
-def pending(gw: Any) -> str:
+def pending(gw: GatewayProcess) -> str:
     """A fresh approval request for count_write, made through the CLI as the demo agent: its id."""
     out = toolgate(gw, "call", "count_write", "--args", '{"path": "report.txt", "n": 7}', key="demo-agent-key")
     assert out.returncode == 4, out.stdout + out.stderr
     return json.loads(out.stdout)["approval_id"]
+
+
+@contextmanager
+def gateway_process(tmp: Path, **approvals: Any) -> Iterator[GatewayProcess]:
+    """``toolgate serve`` in a subprocess on ``write_config(tmp, **approvals)``, its data under
+    ``tmp/data`` (``gw.tmp`` is ``tmp``); stopped on exit."""
+    gw = GatewayProcess(write_config(tmp, **approvals), data_dir=tmp / "data").start()
+    gw.tmp = tmp
+    try:
+        yield gw
+    finally:
+        gw.stop()

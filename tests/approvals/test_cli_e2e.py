@@ -22,14 +22,6 @@ def agent_call(gw: GatewayProcess, *extra: str) -> tuple[int, dict]:
     return out.returncode, json.loads(out.stdout)
 
 
-@pytest.fixture
-def gateway(tmp_path: Path):
-    gw = GatewayProcess(write_config(tmp_path), data_dir=tmp_path / "data").start()
-    try:
-        yield gw
-    finally:
-        gw.stop()
-
 
 def test_cli_approve_then_retry_executes_once(gateway: GatewayProcess, keys: Path, tmp_path: Path) -> None:
     rc, out = agent_call(gateway)

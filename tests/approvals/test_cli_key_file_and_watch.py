@@ -14,23 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from approval_helpers import APPROVER, KEYS, ROOT, pending, toolgate, write_config
+from approval_helpers import APPROVER, KEYS, ROOT, gateway_process, pending, toolgate
 from gateway.approvals.keyring import key_labels, load_private_key, write_private_key
 from gateway.cli._errors import EXIT
-from gateway.testing import GatewayProcess, calls_recorded
+from gateway.testing import calls_recorded
 
 
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gw")
-    gw = GatewayProcess(write_config(tmp), data_dir=tmp / "data").start()
-    gw.tmp = tmp
-    try:
+    with gateway_process(tmp_path_factory.mktemp("gw")) as gw:
         yield gw
-    finally:
-        gw.stop()
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from approval_helpers import APPROVER, pending, toolgate, write_config
+from approval_helpers import APPROVER, gateway_process, pending, toolgate
 from gateway.cli._errors import EXIT
 from gateway.testing import GatewayProcess
 
@@ -28,12 +28,8 @@ def status(gw: GatewayProcess, approval_id: str) -> dict:
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gw")
-    gw = GatewayProcess(write_config(tmp, max_approval_lifetime_seconds=MAX_LIFETIME), data_dir=tmp / "data").start()
-    try:
+    with gateway_process(tmp_path_factory.mktemp("gw"), max_approval_lifetime_seconds=MAX_LIFETIME) as gw:
         yield gw
-    finally:
-        gw.stop()
 
 
 def test_a_gateway_allowing_less_than_the_default_lifetime_is_answered_with_a_shorter_lifetime(

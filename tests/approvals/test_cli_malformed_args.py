@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from approval_helpers import APPROVER, toolgate, write_config
+from approval_helpers import APPROVER, gateway_process, toolgate
 from gateway.cli._errors import EXIT
 from gateway.terminal import shown
 from gateway.testing import GatewayProcess, calls_recorded
@@ -28,13 +28,8 @@ MALFORMED = {
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gw")
-    gw = GatewayProcess(write_config(tmp), data_dir=tmp / "data").start()
-    gw.tmp = tmp
-    try:
+    with gateway_process(tmp_path_factory.mktemp("gw")) as gw:
         yield gw
-    finally:
-        gw.stop()
 
 
 def damaged(gw: GatewayProcess, args_json: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from approval_helpers import APPROVER, ROOT, write_config
+from approval_helpers import APPROVER, ROOT, gateway_process
 from gateway.cli._errors import EXIT
 from gateway.testing import GatewayProcess, calls_recorded
 
@@ -29,13 +29,8 @@ def toolgate(gw: GatewayProcess, *argv: str | bytes, key: str | bytes) -> subpro
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gw")
-    gw = GatewayProcess(write_config(tmp), data_dir=tmp / "data").start()
-    gw.tmp = tmp
-    try:
+    with gateway_process(tmp_path_factory.mktemp("gw")) as gw:
         yield gw
-    finally:
-        gw.stop()
 
 
 def pending(gw: GatewayProcess) -> str:

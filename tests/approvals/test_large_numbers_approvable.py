@@ -12,17 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from approval_helpers import APPROVER, toolgate, write_config
+from approval_helpers import APPROVER, toolgate
 from gateway.testing import GatewayProcess, calls_recorded
 
-
-@pytest.fixture
-def gateway(tmp_path: Path):
-    gw = GatewayProcess(write_config(tmp_path), data_dir=tmp_path / "data").start()
-    try:
-        yield gw
-    finally:
-        gw.stop()
 
 
 def _call(gw: GatewayProcess, args: str, *extra: str) -> tuple[int, dict]:

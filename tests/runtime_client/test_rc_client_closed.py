@@ -5,6 +5,7 @@ Real gateway (demo config plus test tools) on 127.0.0.1 port 0."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -35,14 +36,18 @@ def assert_closed(exc: pytest.ExceptionInfo[ClientClosedError]) -> None:
     assert exc.value.code == "client_closed" and "the client is closed" in str(exc.value)
 
 
+def every_call(client: Any) -> list[Any]:
+    """Each of a client's methods as a call without arguments (awaitable for the async client)."""
+    return [client.list_tools, lambda: client.list_tools(refresh=True),
+            lambda: client.execute("echo", {"a": 1}), lambda: client.get_approval("apr-x"),
+            lambda: client.wait_for_approval("apr-x", timeout=5),
+            lambda: client.execute_approved("apr-x", "echo", {})]
+
+
 async def test_async_client_calls_after_its_with_block_raise_client_closed(running):
     async with AsyncGatewayClient(running.address, api_key=AGENT_KEY) as client:
         assert await client.list_tools()  # the cache holds a fresh list
-    calls = [client.list_tools, lambda: client.list_tools(refresh=True),
-             lambda: client.execute("echo", {"a": 1}), lambda: client.get_approval("apr-x"),
-             lambda: client.wait_for_approval("apr-x", timeout=5),
-             lambda: client.execute_approved("apr-x", "echo", {})]
-    for call in calls:
+    for call in every_call(client):
         with pytest.raises(ClientClosedError) as exc:
             await call()
         assert_closed(exc)
@@ -53,11 +58,7 @@ async def test_sync_client_calls_after_its_with_block_raise_client_closed(runnin
     def use_after_close() -> None:
         with GatewayClient(running.address, api_key=AGENT_KEY) as client:
             assert client.list_tools()
-        calls = [client.list_tools, lambda: client.list_tools(refresh=True),
-                 lambda: client.execute("echo", {"a": 1}), lambda: client.get_approval("apr-x"),
-                 lambda: client.wait_for_approval("apr-x", timeout=5),
-                 lambda: client.execute_approved("apr-x", "echo", {})]
-        for call in calls:
+        for call in every_call(client):
             with pytest.raises(ClientClosedError) as exc:
                 call()
             assert_closed(exc)

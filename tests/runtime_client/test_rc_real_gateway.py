@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runtime_client import (
-    AgentState, Answer, ApprovalRequired, Refused, AsyncGatewayClient, AuthenticationError, Observation,
+    AgentState, Answer, Refused, AsyncGatewayClient, AuthenticationError, Observation,
     StopReason, ToolCall, ToolCalls, TrajectoryEval, TransportError, replay, resume, run_agent,
 )
 from runtime_client.testing import scripted_decide

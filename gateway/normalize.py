@@ -98,33 +98,61 @@ def _provenance(ctx: CallContext) -> Provenance:
 
 
 def _jsonable(data: Any) -> Any:
-    """Plain JSON values only, so the scrubber sees every string (objects become their ``str``).
+    """Plain JSON values only, so the scrubber sees every string as the text it holds.
 
-    Data that is plain already (the usual case) is used as it is, with no JSON round trip:
-    the scrubber copies it anyway. Data nested deeper than ``MAX_DEPTH`` becomes its JSON text
-    (one string: walking it could exhaust the stack)."""
+    Data that is plain already (the usual case) is used as it is: the scrubber copies it anyway.
+    Otherwise a copy: bytes (values and keys) as the text they hold (``bytes_to_text``), tuples and
+    sets as lists, other keys and objects as their ``str``. Never a ``repr`` of the whole: in it a
+    byte string is written as escapes that no form of a secret matches. Data nested deeper than
+    ``MAX_DEPTH`` becomes its JSON text (one string: walking it could exhaust the stack)."""
     if _plain(data, 0):
         return data
     try:
-        text = json.dumps(data, default=_text_of)
-        plain = json.loads(text)
-    except (TypeError, ValueError, RecursionError):
-        return _repr(data)
-    return plain if _plain(plain, 0) else text
+        return _copy(data, 0)
+    except _TooDeep:
+        try:
+            return json.dumps(data, default=_text_of)
+        except (TypeError, ValueError, RecursionError):  # a key JSON cannot write, or a cycle
+            return f"<{type(data).__name__} nested deeper than {MAX_DEPTH}>"
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _copy(value: Any, depth: int) -> Any:
+    if type(value) in _SCALARS:
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes_to_text(bytes(value))
+    if depth > MAX_DEPTH:
+        raise _TooDeep
+    if isinstance(value, dict):
+        return {_key(k, depth): _copy(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_copy(v, depth + 1) for v in value]
+    return _text_of(value)
+
+
+def _key(key: Any, depth: int) -> str:
+    """A mapping key as text: JSON's own form for a scalar (``1``, ``true``, ``null``)."""
+    if isinstance(key, str):
+        return str(key)
+    if type(key) in _SCALARS:
+        return json.dumps(key)
+    if isinstance(key, (tuple, frozenset)):
+        return json.dumps(_copy(key, depth + 1), ensure_ascii=False)
+    return _text_of(key)
 
 
 def _text_of(value: Any) -> str:
     """What a value with no JSON form is shown as: bytes as the text they hold (``bytes_to_text``)."""
     if isinstance(value, (bytes, bytearray)):
         return bytes_to_text(bytes(value))
-    return str(value)
-
-
-def _repr(data: Any) -> str:
     try:
-        return repr(data)
-    except (RecursionError, ValueError):
-        return f"<{type(data).__name__} that cannot be shown>"
+        return str(value)
+    except Exception:  # noqa: BLE001 - a tool's object whose __str__ fails
+        return f"<{type(value).__name__} that cannot be shown>"
 
 
 _SCALARS = (str, int, float, bool, type(None))

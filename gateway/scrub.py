@@ -81,6 +81,7 @@ def encoded_forms(value: str) -> set[str]:
     raw = value.encode("utf-8")
     forms = {value, quote(value, safe=""), quote(value), quote_plus(value), raw.hex(), raw.hex().upper()}
     forms.add(json.dumps(value)[1:-1])
+    forms.add(repr(raw)[2:-1])  # Python's b'...' escapes, as an object's str() may quote bytes
     for enc in (base64.b64encode, base64.urlsafe_b64encode):
         full = enc(raw).decode("ascii")
         forms.update({full, full.rstrip("=")})

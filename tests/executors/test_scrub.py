@@ -136,6 +136,12 @@ def test_a_token_next_to_a_non_ascii_letter_is_still_redacted(token, before, aft
     lambda b: {"blob": b},  # bytes beside plain values
     lambda b: {"blob": b, "tags": {"a"}},  # and something with no JSON form (a set)
     lambda b: [bytearray(b)],
+    lambda b: {b"k": b},  # a key with no JSON form: the whole used to fall back to repr()
+    lambda b: {("t", 1): b},  # a tuple key
+    lambda b: {b: "value"},  # the secret as a key
+    lambda b: {"set": {b}},  # in a set
+    lambda b: {"pair": (b, b"x")},  # in a tuple
+    lambda b: {"deep": _nested({"k": b}, 70)},  # past MAX_DEPTH: all of it as JSON text
 ])
 def test_a_secret_a_python_tool_returns_as_bytes_is_removed(wrap):
     """Bytes are read as the text they hold before the scrubber sees them, not written as
@@ -147,3 +153,34 @@ def test_a_secret_a_python_tool_returns_as_bytes_is_removed(wrap):
     clean = scrub_result(ExecResult(ok=True, data=wrap(secret.encode())), {secret})
     shown = json.dumps(clean.data, ensure_ascii=False)
     assert secret not in shown and "\\\\xc3" not in shown and clean.redactions >= 1, shown
+
+
+def _nested(value, depth):
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_data_with_no_json_form_keeps_what_it_says():
+    from gateway.executors.base import ExecResult
+    from gateway.normalize import scrub_result
+
+    clean = scrub_result(ExecResult(ok=True, data={1: {"a", }, None: (1, 2), b"k": b"\xff", ("a", 2): 3.5}), ())
+    assert clean.data == {"1": ["a"], "null": [1, 2], "k": "ff", '["a", 2]': 3.5}
+    deep = scrub_result(ExecResult(ok=True, data=_nested({b"k": b"v"}, 70)), ()).data
+    assert deep == "<list nested deeper than 64>"  # past MAX_DEPTH, with a bytes key JSON cannot write: named
+
+
+def test_a_secret_in_an_objects_text_is_removed_in_its_bytes_escape_form():
+    """What str() of a tool's object says may quote bytes as Python writes them: that form is searched too."""
+    from gateway.executors.base import ExecResult
+    from gateway.normalize import scrub_result
+
+    secret = "pässwörd-Ünïcode-42"
+
+    class Holder:
+        def __str__(self) -> str:
+            return f"Holder(token={secret.encode()!r})"
+
+    clean = scrub_result(ExecResult(ok=True, data={"h": Holder()}), {secret})
+    assert "\\xc3" not in json.dumps(clean.data) and clean.redactions == 1, clean.data

@@ -105,8 +105,7 @@ class RefusalAudit:
             self._suppressed[(stage, code)] = self._suppressed.get((stage, code), 0) + 1
             return
         self._allowance -= 1.0
-        self._audit.record(stage, decision_id=str(uuid.uuid4()), code=code, peer=peer, **fields)
-        self._audit.flush()
+        self._write(stage, code, peer=peer, **fields)
 
     def close(self) -> None:
         """Write the counts not yet written (at shutdown, before the audit log closes)."""
@@ -119,8 +118,16 @@ class RefusalAudit:
         self._pending = None
         counts, self._suppressed = self._suppressed, {}
         for (stage, code), count in counts.items():
-            self._audit.record(stage, decision_id=str(uuid.uuid4()), code=code, suppressed=count)
-        self._audit.flush()
+            self._write(stage, code, suppressed=count)
+
+    def _write(self, stage: str, code: str, **fields: Any) -> None:
+        """One record, flushed. A log that cannot be written (disk full, closed) is logged, never
+        raised: the refusal still goes out, and its caller hears no exception text."""
+        try:
+            self._audit.record(stage, decision_id=str(uuid.uuid4()), code=code, **fields)
+            self._audit.flush()
+        except Exception as exc:  # noqa: BLE001 - any failure of the log itself
+            log.error("refusal_not_audited", stage=stage, code=code, error=type(exc).__name__)
 
 
 class AuthenticatedServer:
@@ -176,7 +183,7 @@ class AuthenticatedServer:
                           reason=f"undecodable request message ({type(exc).__name__})")
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the request message could not be decoded")
 
-    async def _failed(self, context: grpc.aio.ServicerContext, method: str, identity: Identity,
+    async def _failed(self, context: grpc.aio.ServicerContext, method: str, identity: Identity | None,
                       exc: Exception) -> None:
         """A handler failed unexpectedly (a bug, the store gone): audit it (``request``,
         ``internal_error``, the exception's type) and answer INTERNAL with the record's id, never
@@ -193,45 +200,48 @@ class AuthenticatedServer:
 
     def _wrap_unary(self, behavior: Callable[..., Any], method: str, decode: Callable[[bytes], Any]) -> Callable[..., Any]:
         async def wrapper(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-            identity = await self._identify(context, method)
-            request = await self._decode(context, method, identity, decode, raw)
-            token = current_identity.set(identity)
-            try:
-                return await behavior(request, context)
+            identity, token = None, None
+            try:  # authentication and decoding too: their audit writes can fail
+                identity = await self._identify(context, method)
+                token = current_identity.set(identity)
+                return await behavior(await self._decode(context, method, identity, decode, raw), context)
             except grpc.aio.AbortError:  # the handler's own answer (audited where it was made)
                 raise
             except Exception as exc:
                 await self._failed(context, method, identity, exc)
             finally:
-                current_identity.reset(token)
+                if token is not None:
+                    current_identity.reset(token)
 
         return wrapper
 
     def _wrap_stream(self, behavior: Callable[..., Any], method: str, decode: Callable[[bytes], Any]) -> Callable[..., Any]:
         async def wrapper(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-            identity = await self._identify(context, method)
-            request = await self._decode(context, method, identity, decode, raw)
-            token = current_identity.set(identity)
-            try:
-                async for item in behavior(request, context):
+            identity, token = None, None
+            try:  # authentication and decoding too: their audit writes can fail
+                identity = await self._identify(context, method)
+                token = current_identity.set(identity)
+                async for item in behavior(await self._decode(context, method, identity, decode, raw), context):
                     yield item
             except grpc.aio.AbortError:
                 raise
             except Exception as exc:
                 await self._failed(context, method, identity, exc)
             finally:
-                current_identity.reset(token)
+                if token is not None:
+                    current_identity.reset(token)
 
         return wrapper
 
 
-def audit_request(audit: AuditLog, context: grpc.aio.ServicerContext, method: str, identity: Identity, code: Code,
-                  **fields: Any) -> str:
+def audit_request(audit: AuditLog, context: grpc.aio.ServicerContext, method: str, identity: Identity | None,
+                  code: Code, **fields: Any) -> str:
     """Audit a request answered at the edge, outside the pipeline (``request``: its code, the
-    method, the peer, the caller; ``fields`` already safe to store); returns its decision id."""
+    method, the peer, the caller if known; ``fields`` already safe to store); returns its decision id."""
     decision_id = str(uuid.uuid4())
+    caller = {} if identity is None else {"tenant": identity.tenant, "agent": identity.agent, "user": identity.user}
     audit.record("request", decision_id=decision_id, code=str(code), method=method, peer=context.peer(),
-                 tenant=identity.tenant, agent=identity.agent, user=identity.user, **fields)
+                 **caller, **fields)
     audit.flush()
     return decision_id
 

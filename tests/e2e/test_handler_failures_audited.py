@@ -98,3 +98,23 @@ async def test_when_the_audit_log_fails_too_the_caller_still_hears_no_exception_
         await channel.close()
     assert err.code() is grpc.StatusCode.INTERNAL
     assert err.details() == "the gateway failed to process the request"
+
+
+@pytest.mark.parametrize("case", ["no key", "undecodable", "unknown method"])
+async def test_when_the_audit_log_fails_an_edge_refusal_still_goes_out_without_exception_text(gateway, case):
+    """The edge's own audit writes (a keyless caller, bytes that do not decode, a method no service
+    has) failing must not reach the caller as grpc's UNKNOWN with the OSError's text and path."""
+    gateway.app.audit.close()  # every later write to the log fails
+    async with grpc.aio.insecure_channel(gateway.address) as channel:
+        if case == "no key":
+            call = channel.unary_unary("/toolgate.v1.ToolGateway/ListTools")(b"", timeout=10)
+            expected = (grpc.StatusCode.UNAUTHENTICATED, "missing or unknown API key")
+        elif case == "undecodable":
+            call = channel.unary_unary("/toolgate.v1.ToolGateway/ListTools")(
+                b"\xff\xff\xff", metadata=(("x-api-key", AGENT_KEY),), timeout=10)
+            expected = (grpc.StatusCode.INTERNAL, "the gateway failed to process the request")
+        else:
+            call = channel.unary_unary("/nope.v1.Nothing/Call")(b"", timeout=10)
+            expected = (grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+        err = await _refused(call)
+    assert (err.code(), err.details()) == expected

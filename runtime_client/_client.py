@@ -56,6 +56,22 @@ def on_this_machine(target: str) -> bool:
         return False
 
 
+def api_key_problem(api_key: str) -> str:
+    """Why gRPC metadata cannot carry ``api_key`` ("" when it can): printable ASCII only."""
+    if all(" " <= c <= "~" for c in api_key):
+        return ""
+    return "the API key holds a control character or a character beyond ASCII, which gRPC metadata cannot carry: " \
+           "check it for a stray character"
+
+
+def client_pair_problem(key: str, cert: str) -> str:
+    """Why a client key and certificate (file names, "" for none) cannot be used: one without the other
+    ("" when both or neither are given). gRPC would take either alone, and then send no certificate."""
+    if bool(key) == bool(cert):
+        return ""
+    return "a client certificate needs its private key, and a key its certificate: give both, or neither"
+
+
 def _credentials(target: str, credentials: Any, insecure: bool) -> Any:
     """``credentials``, else TLS from ``TOOLGATE_CA_FILE`` (and ``TOOLGATE_CLIENT_CERT`` /
     ``TOOLGATE_CLIENT_KEY`` for mTLS), else None (plaintext): only to a gateway on this machine
@@ -64,6 +80,9 @@ def _credentials(target: str, credentials: Any, insecure: bool) -> Any:
         files = [os.environ.get(f"TOOLGATE_{name}", "") for name in ("CA_FILE", "CLIENT_KEY", "CLIENT_CERT")]
         if any(files):
             import grpc
+
+            if problem := client_pair_problem(files[1], files[2]):
+                raise ValueError(f"TOOLGATE_CLIENT_KEY / TOOLGATE_CLIENT_CERT: {problem}")
 
             root, key, cert = (Path(f).read_bytes() if f else None for f in files)
             credentials = grpc.ssl_channel_credentials(root, key, cert)
@@ -81,9 +100,8 @@ def _target_and_key(target: str | None, api_key: str | None) -> tuple[str, str]:
         raise ValueError("no gateway target: pass target= or set TOOLGATE_TARGET")
     if not api_key:
         raise ValueError("no API key: pass api_key= or set TOOLGATE_API_KEY")
-    if not all(" " <= c <= "~" for c in api_key):  # what gRPC metadata can carry
-        raise ValueError("the API key holds a control character or a character beyond ASCII, which gRPC "
-                         "metadata cannot carry: check it for a stray character")
+    if problem := api_key_problem(api_key):
+        raise ValueError(problem)
     return target, api_key
 
 

@@ -13,7 +13,7 @@ import grpc
 
 from gateway.cli._errors import CliError
 from gateway.terminal import shown
-from runtime_client._client import on_this_machine
+from runtime_client._client import api_key_problem, client_pair_problem, on_this_machine
 
 EXIT_TRANSPORT = 6
 EXIT_REFUSED = 3
@@ -42,6 +42,8 @@ def channel(ns: argparse.Namespace) -> grpc.Channel:
     """TLS when a CA, ``--tls`` or a client certificate is given; else plaintext, which is only
     for a gateway on this machine (a sidecar on loopback or a Unix socket) unless ``--insecure``:
     the API key goes in every call's metadata."""
+    if problem := client_pair_problem(ns.client_key, ns.client_cert):
+        raise CliError("client_cert_incomplete", f"--client-key / --client-cert: {problem}")
     if ns.ca_file or ns.tls or ns.client_cert:
         root, key, cert = (_tls_file(flag, path) for flag, path in (
             ("--ca-file", ns.ca_file), ("--client-key", ns.client_key), ("--client-cert", ns.client_cert)))
@@ -61,16 +63,12 @@ def _tls_file(flag: str, path: str) -> bytes | None:
         raise CliError("tls_file_unreadable", f"{flag} {path}: cannot be read: {exc.strerror or exc}") from None
 
 
-_API_KEY = re.compile(r"[\x20-\x7e]+")
-
-
 def metadata(ns: argparse.Namespace) -> list[tuple[str, str]]:
     """The call's metadata: the API key, which gRPC can carry only as printable ASCII."""
     if not ns.api_key:
         return []
-    if not _API_KEY.fullmatch(ns.api_key):
-        raise CliError("api_key_invalid", "--api-key (or TOOLGATE_API_KEY) holds a control character or a character "
-                       "beyond ASCII, which gRPC metadata cannot carry: check the key for a stray character")
+    if problem := api_key_problem(ns.api_key):
+        raise CliError("api_key_invalid", f"--api-key (or TOOLGATE_API_KEY): {problem}")
     return [("x-api-key", ns.api_key)]
 
 

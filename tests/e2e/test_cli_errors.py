@@ -253,3 +253,12 @@ def test_an_approver_id_with_a_final_newline_is_refused(capsys, tmp_path) -> Non
     code, _out, err = toolgate(capsys, "keys", "new", "--approver", "alice\n", "--out", tmp_path)
     assert_error(code, err, "invalid_approver_id")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("half", [["--client-key", "k.pem"], ["--client-cert", "c.pem"],
+                                  ["--ca-file", "ca.pem", "--client-cert", "c.pem"]])
+def test_a_client_key_without_its_certificate_or_the_other_way_round_is_refused(capsys, stand_in, half) -> None:
+    """gRPC takes either alone and then sends no certificate; a lone --client-key used to mean plaintext."""
+    code, _out, err = toolgate(capsys, "approvals", "show", "ap-1", "--target", stand_in.target, "--api-key", "k", *half)
+    assert_error(code, err, "client_cert_incomplete")
+    assert stand_in.calls == []

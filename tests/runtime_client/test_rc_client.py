@@ -123,3 +123,13 @@ def test_exported_names_are_pinned():
     for name in runtime_client.__all__:
         assert getattr(runtime_client, name) is not None
     assert not any(n.startswith("_") or "pb" in n.lower() for n in runtime_client.__all__)
+
+
+@pytest.mark.parametrize("half", ["TOOLGATE_CLIENT_KEY", "TOOLGATE_CLIENT_CERT"])
+def test_a_client_key_without_its_certificate_is_refused_when_the_client_is_made(monkeypatch, tmp_path, half):
+    (tmp_path / "f.pem").write_text("x")
+    for name in ("TOOLGATE_CA_FILE", "TOOLGATE_CLIENT_KEY", "TOOLGATE_CLIENT_CERT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(half, str(tmp_path / "f.pem"))
+    with pytest.raises(ValueError, match="give both, or neither"):
+        GatewayClient("127.0.0.1:50051", api_key="k")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -45,14 +46,15 @@ class SQLiteCheckpoints:
 
     A checkpoint holds the run's goal, messages, tool outputs and approval ids, so the folders
     the store makes are 0700 and its file 0600 (SQLite gives the WAL files the file's mode);
-    a folder that exists already is left as it is."""
+    a folder that exists already is left as it is, a file made before (by an older version) is
+    made 0600 too."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path or os.environ.get(DEFAULT_PATH_ENV, DEFAULT_PATH))
         self._lock = threading.Lock()
         try:
             _private_folders(self.path.parent)
-            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))  # no-op for a file that exists
+            _private_file(self.path)
             with self._connect() as db:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("CREATE TABLE IF NOT EXISTS checkpoints (run_id TEXT PRIMARY KEY,"
@@ -91,6 +93,17 @@ class SQLiteCheckpoints:
         if row is None:
             raise CheckpointNotFoundError(run_id)
         return AgentState.from_json(row[0]), [Event.from_dict(e) for e in json.loads(row[1])]
+
+
+def _private_file(path: Path) -> None:
+    """Create ``path`` 0600, or make the file there (ours, not a link) 0600 if it is more open."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        st = os.fstat(fd)
+        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 def _private_folders(folder: Path) -> None:

@@ -36,6 +36,14 @@ def test_an_existing_folder_is_left_as_it_is(tmp_path):
     assert _mode(shared) == 0o755 and _mode(shared / "c.sqlite3") == 0o600
 
 
+def test_a_checkpoint_file_made_before_with_a_wider_mode_is_made_private(tmp_path):
+    path = tmp_path / "c.sqlite3"
+    SQLiteCheckpoints(path).save(AgentState(goal="g"), [])
+    path.chmod(0o644)  # as an older version left it
+    SQLiteCheckpoints(path)
+    assert _mode(path) == 0o600
+
+
 def test_a_grant_never_shows_in_a_printed_request_or_approval():
     from runtime_client._types import Approval, ExecuteRequest
 

@@ -22,8 +22,6 @@ budget is killed at once: nothing more is read from it.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 from contextlib import asynccontextmanager, suppress
 from typing import IO, Any, AsyncIterator, NoReturn
 
@@ -32,6 +30,8 @@ import httpx2
 import mcp_types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
+
+from gateway.executors.subprocess import kill_group
 
 CHUNK_BYTES = 64 * 1024
 """How much of a stdio server's stdout is read at a time (and buffered by the pipe reader)."""
@@ -101,7 +101,7 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str],
                 proc.stdin.close()  # type: ignore[union-attr]
                 await _exited(proc, EXIT_GRACE_SECONDS)
             finally:  # also when a native cancellation cut the wait short: nothing keeps running
-                _kill_group(proc.pid)
+                kill_group(proc.pid)
                 reader.cancel()
                 writer.cancel()
                 transport.close()
@@ -126,7 +126,7 @@ async def _read(proc: asyncio.subprocess.Process, to_session: MemoryObjectSendSt
                     start = end + 1
                 line += view[start:]
     except OutputRefused:
-        _kill_group(proc.pid)
+        kill_group(proc.pid)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         # the session is over: keep the pipe flowing, so a server writing can see stdin close and exit
         with suppress(OSError):
@@ -164,11 +164,6 @@ async def _exited(proc: asyncio.subprocess.Process, seconds: float) -> bool:
     return proc.returncode is not None
 
 
-def _kill_group(pgid: int) -> None:
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
 # -- streamable HTTP ---------------------------------------------------------------------
 
 
@@ -180,6 +175,8 @@ class CappedHTTPTransport(httpx2.AsyncHTTPTransport):
         self._budget = budget
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self._budget.refusal is not None:  # the SDK may reconnect after it swallowed the refusal: no more
+            self._budget.refuse(self._budget.refusal)
         response = await super().handle_async_request(request)
         encoding = response.headers.get("content-encoding", "").strip().lower()
         if encoding not in ("", "identity"):  # never inflated: a small body can hold gigabytes

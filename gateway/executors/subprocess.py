@@ -165,7 +165,7 @@ async def _run(argv: list[str], cwd: Path, env: dict[str, str], outputs: tuple[C
         try:
             await asyncio.wait_for(protocol.exited.wait(), timeout)
         except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             await protocol.exited.wait()  # SIGKILL: at once
             await finish_readers(readers)
             if isinstance(exc, asyncio.CancelledError):
@@ -173,7 +173,7 @@ async def _run(argv: list[str], cwd: Path, env: dict[str, str], outputs: tuple[C
             return ExecResult.failure(
                 "timeout", f"killed after {timeout:g}s", retryable=True, stderr=err.text(),
             )
-        _kill_group(proc.pid)  # whatever the tool left running in its group
+        kill_group(proc.pid)  # whatever the tool left running in its group
         await finish_readers(readers)
         meta = {"exit_code": proc.returncode, "truncated": out.truncated or err.truncated}
         return _result(proc.returncode or 0, out.text(), err.text(), meta, as_json)
@@ -198,7 +198,8 @@ def _result(code: int, stdout: str, stderr: str, meta: dict[str, Any], as_json: 
     return ExecResult.failure(Code.TOOL_ERROR.value, problem, data={"stdout": stdout}, stderr=stderr, meta=meta)
 
 
-def _kill_group(pgid: int) -> None:
+def kill_group(pgid: int) -> None:
+    """SIGKILL every process in group ``pgid`` (a tool started in its own session), if any are left."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

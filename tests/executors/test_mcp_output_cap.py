@@ -216,3 +216,21 @@ async def test_a_compressed_http_body_is_refused_not_inflated(http_server, make_
     assert growth < 32, growth
     assert server.seen and server.seen[0].headers.get("accept-encoding") == "identity"
     assert json.loads(server.seen[0].body)["method"] == "initialize"
+
+
+async def test_once_a_call_is_refused_its_transport_dials_the_upstream_no_more(http_server):
+    """The SDK swallows an exception inside an SSE stream and may reconnect (with the upstream's
+    credential headers): a budget that has refused stops every later request before it is sent."""
+    import httpx2
+
+    server = http_server({"/mcp": lambda seen: (200, {"content-type": "application/json"}, b"{}")})
+    budget = mcp_transport.OutputBudget("flood", 10)
+    transport = mcp_transport.CappedHTTPTransport(budget)
+    async with httpx2.AsyncClient(transport=transport) as client:
+        response = await client.get(f"{server.base}/mcp")
+        assert response.status_code == 200 and len(server.seen) == 1
+        with pytest.raises(mcp_transport.OutputRefused):
+            budget.take(11)
+        with pytest.raises(mcp_transport.OutputRefused):
+            await client.get(f"{server.base}/mcp")
+    assert len(server.seen) == 1

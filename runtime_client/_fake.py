@@ -8,10 +8,8 @@ and a Watch stream. It is not a security boundary.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
 import itertools
-import json
 import queue
 import threading
 import time
@@ -19,9 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-import jsonschema
-
-from gateway.schema_refs import LOCAL_ONLY, reference_problems
+from gateway.arguments import SchemaValidator, args_hash  # the gateway's: RFC 8785, as approvals bind to
 
 from runtime_client._errors import GatewayTimeoutError, TransportError
 from runtime_client._types import (
@@ -33,11 +29,6 @@ Policy = str | Callable[[dict[str, Any]], str]
 """"allow" | "deny" | "approval" | "evidence", or a function of the args returning one."""
 
 
-def args_hash(args: dict[str, Any]) -> str:
-    canonical = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-
-
 @dataclass
 class _Tool:
     spec: ToolSpec
@@ -45,6 +36,7 @@ class _Tool:
     policy: Policy
     delay: float
     groups: tuple[str, ...]
+    validator: SchemaValidator
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,16 +89,17 @@ class FakeGateway:
                  side_effect: str = "read", description: str = "",
                  schema: dict[str, Any] | None = None, policy: Policy = "allow",
                  delay: float = 0.0, approver_groups: tuple[str, ...] = ("ops",)) -> ToolSpec:
-        """Register a tool. ``handler(**args)`` (sync or async) returns JSON data. A schema whose
-        references do not resolve inside it is a ValueError, as the gateway refuses to load it (it
-        never fetches one: ``gateway.schema_refs``)."""
-        problems = reference_problems(schema or {}, lambda target: [])
-        if problems:
-            raise ValueError(f"tool {name!r}: " + "; ".join(problems))
+        """Register a tool. ``handler(**args)`` (sync or async) returns JSON data. Its schema is
+        compiled as the gateway compiles a tool's (``gateway.arguments.SchemaValidator``): one the
+        gateway would not load is a ValueError here too."""
         spec = ToolSpec(name=name, description=description or f"fake tool {name}",
                         input_schema=schema or {"type": "object"}, risk=Risk(side_effect),
                         version="1")
-        self._tools[name] = _Tool(spec, handler or _echo, policy, delay, approver_groups)
+        try:
+            validator = SchemaValidator.compile(spec.input_schema)
+        except ValueError as exc:
+            raise ValueError(f"tool {name!r}: {exc}") from None
+        self._tools[name] = _Tool(spec, handler or _echo, policy, delay, approver_groups, validator)
         return spec
 
     def remove_tool(self, name: str) -> None:
@@ -166,11 +159,9 @@ class FakeGateway:
             if tool is None:
                 return self._refuse(req, "unknown_tool", f"no tool named {req.tool!r}")
             digest = args_hash(req.args)
-            validator = jsonschema.Draft202012Validator(tool.spec.input_schema, registry=LOCAL_ONLY)
-            errors = sorted(validator.iter_errors(req.args),
-                            key=lambda e: list(e.path))
+            errors = tool.validator.errors(req.args)
             if errors:
-                fields = tuple(FieldError("/" + "/".join(map(str, e.path)), e.message) for e in errors)
+                fields = tuple(FieldError(e.path, e.message) for e in errors)
                 return replace(self._refuse(req, "invalid_arguments", "arguments do not match schema"),
                                outcome=Refused("invalid_arguments", ("schema",), fields))
             stored = self._idem.get((req.tool, req.idempotency_key)) if req.idempotency_key else None

@@ -221,33 +221,3 @@ class JsonLineWorker:
         self.proc.kill()
         self.proc.wait()
 
-
-@pytest.fixture
-def schema_server():
-    """A real HTTP server on 127.0.0.1 serving ``{"type": "string"}`` at any path: yields (its base
-    URL, the paths asked for), so a test can show that a schema reference was never fetched."""
-    import http.server
-    import threading
-
-    hits: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            hits.append(self.path)
-            body = json.dumps({"type": "string"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/schema+json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", hits
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -2,10 +2,14 @@
 
 jsonschema fetches a ``$ref`` it cannot resolve locally with ``urlopen`` on every validation
 that reaches it; these tests serve a schema over real HTTP on 127.0.0.1 and check that the
-gateway neither loads such a tool nor ever asks the server for it (``schema_server`` in tests/conftest.py).
+gateway neither loads such a tool nor ever asks the server for it.
 """
 
 from __future__ import annotations
+
+import http.server
+import json
+import threading
 
 import pytest
 from pydantic import ValidationError
@@ -13,6 +17,34 @@ from pydantic import ValidationError
 from gateway.arguments import SchemaValidator
 from gateway.config import ToolConfig
 from gateway.ecma_regex import schema_problems
+
+
+@pytest.fixture
+def schema_server():
+    """A real HTTP server on 127.0.0.1 serving ``{"type": "string"}`` at any path: yields (its base
+    URL, the paths asked for), so a test can show that a schema reference was never fetched."""
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            hits.append(self.path)
+            body = json.dumps({"type": "string"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/schema+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", hits
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _tool(schema: dict) -> ToolConfig:

@@ -50,7 +50,7 @@ class ApprovalGate:
             rec, verified = await self._verify(ctx)
         except _Fail as exc:
             self._audit(ctx, "verification_failed", exc.code, reason=escaped(exc.reason, MAX_REASON),
-                        approval_id=call.approval_id[:64])
+                        approval_id=call.approval_id)  # the envelope's check bounds it (models.APPROVAL_ID)
             return Refused(exc.code, exc.message)
         ctx.approval = VerifiedApproval(
             grant_id=verified.jti, approval_id=rec.approval_id,

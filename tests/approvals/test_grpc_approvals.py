@@ -217,3 +217,12 @@ async def test_an_approval_id_with_control_characters_is_refused_at_the_edge(gw,
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "printable ASCII" in err.value.details()
     assert calls_recorded(sandbox(running), "count_write") == 0
+
+
+async def test_an_approval_id_that_fails_verification_is_audited_whole(gw) -> None:
+    running, c = gw
+    approval_id = "apr-" + "x" * 120  # within the envelope's 128 characters, past the 64 once kept
+    resp = await c.call("count_write", ARGS, approval_id=approval_id)
+    assert resp.code == "invalid_approval", resp
+    [failed] = [r for r in audit(running) if r.get("action") == "verification_failed"]
+    assert failed["approval_id"] == approval_id

@@ -74,16 +74,13 @@ def _hashed_int(text: str) -> int | float:
     approver's CLI reads. A literal that is not exactly such a double (``9007199254740993``, which
     a double would round) is refused, as before: two parties would not agree on its value.
     """
-    if len(text) - text.startswith("-") <= 16 and abs(value := int(text)) <= MAX_SAFE_INTEGER:
+    digits = len(text) - text.startswith("-")
+    if digits <= 16 and abs(value := int(text)) <= MAX_SAFE_INTEGER:
         return value
-    if len(text) - text.startswith("-") <= 21:  # from 1e21 on, RFC 8785 writes an exponent
-        number = float(text)
-        if rfc8785.dumps(number) == text.encode():
-            return number
-    if len(text) - text.startswith("-") > 16:
-        raise _Reject(f"integer {text[:24]}{'...' if len(text) > 24 else ''} is outside ±(2^53-1) and is not the "
-                      "RFC 8785 text of a double")
-    return _int(text)  # refused, with its reason
+    if digits <= 21 and rfc8785.dumps(number := float(text)) == text.encode():  # 1e21 on: with an exponent
+        return number
+    raise _Reject(f"integer {text[:24]}{'...' if len(text) > 24 else ''} is outside ±(2^53-1) and is not the "
+                  "RFC 8785 text of a double")
 
 
 def _float(text: str) -> float:

@@ -152,12 +152,10 @@ def _shared_start(options: tuple[Node, ...]) -> tuple[Node, Node] | None:
             if j != i and lo <= end:
                 a, b = sorted((i, j))
                 return options[a], options[b]
-        if best is None or hi > best[0]:
+        if best is None or hi > best[0]:  # else hi <= best's end, so best is this option's (or it returned)
             if best is not None and best[1] != i:
                 other = best
             best = (hi, i)
-        elif best[1] != i and (other is None or hi > other[0]):
-            other = (hi, i)
     return None
 
 

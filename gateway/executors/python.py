@@ -94,6 +94,10 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 def _timed_out(timeout: float, thread: Future[Any] | None) -> ExecResult:
     if thread is None or thread.cancel():  # an async function (cancelled), or a call that never started
         return ExecResult.failure("timeout", f"no result within {timeout:g}s", retryable=True)
+    if thread.done():  # the function returned an awaitable, and that was cancelled at the timeout
+        return ExecResult.failure(
+            "timeout", f"no result within {timeout:g}s; the function had returned (its side effects may have "
+            "happened) and what it handed back was cancelled", retryable=False)
     return ExecResult.failure(
         "timeout", f"no result within {timeout:g}s; the function is still running (a Python thread cannot "
         "be stopped) and may yet complete, side effects included", retryable=False)

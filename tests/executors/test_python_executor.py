@@ -138,3 +138,18 @@ async def test_a_tool_that_hands_back_a_coroutine_is_run_not_reported_done(make_
     assert result.ok and result.data == {"ran": True}, result
     assert python_tools.RAN.count(request.decision_id) == 1
     python_tools.RAN.clear()
+
+
+async def test_a_timeout_of_what_a_sync_wrapper_handed_back_says_it_was_cancelled(make_tool, make_request):
+    """Not "the function is still running": its thread had returned, and the coroutine was cancelled."""
+    from gateway.executors.python import PythonExecutor
+
+    executor = PythonExecutor()
+    try:
+        tool = make_tool(executor={"kind": "python",
+                                   "callable": "tests.executors.data.python_tools:slow_coroutine_behind_a_sync_wrapper"})
+        result = await executor.execute(make_request(tool, timeout=0.2))
+    finally:
+        await executor.close()
+    assert not result.ok and result.error.type == "timeout" and not result.error.retryable
+    assert "what it handed back was cancelled" in result.error.message and "still running" not in result.error.message

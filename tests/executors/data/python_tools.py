@@ -51,3 +51,14 @@ class _AsyncCallable:
 
 
 async_callable = _AsyncCallable()
+
+
+async def _sleep_long(args, ctx):
+    import asyncio
+
+    await asyncio.sleep(30)
+
+
+def slow_coroutine_behind_a_sync_wrapper(args, ctx):
+    """Returns at once; what it hands back outlives any short timeout."""
+    return _sleep_long(args, ctx)

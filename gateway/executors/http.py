@@ -91,6 +91,16 @@ def effective_hosts(allowed: list[str], constraint_hosts: Any) -> list[str]:
     return [h for h in hosts if h in narrowed or _host_only(h) in narrowed]
 
 
+def narrowed_hosts(allowed: list[str], request: ExecRequest) -> list[str]:
+    """``allowed`` narrowed by the policy's ``hosts`` constraint and by the credential's hosts:
+    where this call, and the credentials it carries, may go."""
+    hosts = effective_hosts(allowed, request.constraints.get("hosts"))
+    creds = request.credentials
+    if creds is not None and creds.hosts is not None:
+        hosts = effective_hosts(hosts, creds.hosts)
+    return hosts
+
+
 def check_egress(url: httpx.URL, hosts: list[str], *, allow_http: bool) -> None:
     if url.scheme not in ("https", "http") or (url.scheme == "http" and not allow_http):
         raise EgressDenied(f"scheme {url.scheme!r} not allowed")
@@ -140,10 +150,8 @@ class HttpExecutor:
             url = httpx.URL(render_url(ex.url, request.args))
         except (ValueError, httpx.InvalidURL) as exc:
             return ExecResult.failure(Code.TOOL_ERROR.value, str(exc))
-        hosts = effective_hosts(ex.allowed_hosts, request.constraints.get("hosts"))
+        hosts = narrowed_hosts(ex.allowed_hosts, request)
         creds = request.credentials
-        if creds is not None and creds.hosts is not None:
-            hosts = effective_hosts(hosts, creds.hosts)
         body = request.args.get(ex.body_arg) if ex.body_arg else None
         client = self._private if opts.get("allow_private_network") is True else self._public
         call = _Call(client, ex.method.upper(), hosts, bool(opts.get("allow_plain_http")),

@@ -69,7 +69,7 @@ from gateway.codes import Code
 from gateway.executors.base import ExecRequest, ExecResult
 from gateway.executors.capture import CappedOutput, captured_pipe
 from gateway.executors.egress_backend import CheckedBackend, Resolver, non_public_in, system_resolver
-from gateway.executors.http import EgressDenied, check_egress, effective_hosts
+from gateway.executors.http import EgressDenied, check_egress, narrowed_hosts
 from gateway.executors.sdk_logs import withhold_sdk_details
 from gateway.executors.subprocess import sandbox_cwd
 
@@ -265,10 +265,7 @@ def _outside_narrowed_hosts(upstream: UpstreamConfig, request: ExecRequest) -> s
     if upstream.transport != "http":
         return None
     url = httpx.URL(upstream.url)
-    hosts = effective_hosts([url.host], request.constraints.get("hosts"))
-    creds = request.credentials
-    if creds is not None and creds.hosts is not None:
-        hosts = effective_hosts(hosts, creds.hosts)
+    hosts = narrowed_hosts([url.host], request)
     try:  # the host only: the scheme and the rest of the URL are the operator's
         check_egress(httpx.URL(scheme=url.scheme, host=url.host, port=url.port), hosts, allow_http=True)
     except EgressDenied as exc:

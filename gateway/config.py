@@ -217,6 +217,20 @@ class LimitsConfig(_Strict):
     tenant_calls_per_minute: int = Field(default=0, ge=0)
     """Executions per tenant per minute over all its tools, across replicas (0: no tenant
     limit; tools keep their own ``rate_limit_per_minute``). Over it: ``rate_limited``."""
+    python_threads: int = Field(default=16, gt=0, le=1024)
+    """Worker threads for sync ``python`` tools, per process."""
+    python_threads_per_tenant: int = Field(default=8, gt=0)
+    """The most of those one tenant's calls hold at once (running, waiting for a thread, or left
+    running past a timeout); its further sync calls wait for one of its own to end."""
+
+    @model_validator(mode="after")
+    def _tenant_share_fits(self) -> "LimitsConfig":
+        if self.python_threads_per_tenant > self.python_threads:
+            raise PydanticCustomError(
+                "python_threads_per_tenant_too_large",
+                "limits.python_threads_per_tenant ({share}) cannot exceed limits.python_threads ({threads})",
+                {"share": self.python_threads_per_tenant, "threads": self.python_threads})
+        return self
 
 
 class Config(_Strict):

@@ -231,7 +231,10 @@ def executor_factories(config: Any = None) -> dict[str, Any]:
     from gateway.executors.python import PythonExecutor
     from gateway.executors.subprocess import SubprocessExecutor
 
-    factories: dict[str, Any] = {"python": PythonExecutor, "subprocess": SubprocessExecutor, "http": HttpExecutor}
+    limits = getattr(config, "limits", None)
+    python = (lambda: PythonExecutor(max_threads=limits.python_threads,
+                                     threads_per_tenant=limits.python_threads_per_tenant)) if limits else PythonExecutor
+    factories: dict[str, Any] = {"python": python, "subprocess": SubprocessExecutor, "http": HttpExecutor}
     upstreams: Mapping[str, Any] = getattr(config, "mcp_upstreams", None) or {}
     if upstreams:
         from gateway.executors.mcp import McpExecutor

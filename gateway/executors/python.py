@@ -8,7 +8,10 @@ executor stops at ``request.timeout`` itself (error type ``timeout``).
 
 A sync function runs in a worker thread of this executor's own bounded pool
 (``max_threads``), so it can neither block the event loop nor take the loop's default pool,
-which serves name resolution (``loop.getaddrinfo``) for the HTTP executor. **A Python thread
+which serves name resolution (``loop.getaddrinfo``) for the HTTP executor. One tenant holds at
+most ``threads_per_tenant`` of those threads (running, queued, or left running past a timeout);
+its further sync calls wait for one of its own to end, so a tenant whose tools hang cannot
+starve the others of threads. **A Python thread
 cannot be killed**: at the timeout the caller gets ``timeout`` at once, but a function already
 running goes on until it returns — its side effects may still happen. The timeout result says
 so and is not retryable, the thread is handed to the execute stage (``ExecRequest.linger``),
@@ -30,15 +33,23 @@ from gateway.executors.base import ExecRequest, ExecResult
 
 DEFAULT_MAX_THREADS = 16
 """Worker threads for sync python tools, shared by all of them."""
+DEFAULT_THREADS_PER_TENANT = 8
+"""The most of those threads one tenant's calls hold at once."""
 
 
 class PythonExecutor:
     enforces_timeout = True
     """Answers at ``request.timeout`` itself (a thread it cannot stop is handed to the stage)."""
 
-    def __init__(self, *, max_threads: int = DEFAULT_MAX_THREADS) -> None:
+    def __init__(self, *, max_threads: int = DEFAULT_MAX_THREADS, threads_per_tenant: int | None = None) -> None:
+        share = min(DEFAULT_THREADS_PER_TENANT, max_threads) if threads_per_tenant is None else threads_per_tenant
+        if not 1 <= share <= max_threads:
+            raise ValueError(f"threads_per_tenant must be 1..{max_threads} (max_threads), got {share}")
         self._cache: dict[str, Callable[..., Any]] = {}
         self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="toolgate-python")
+        self._share = share
+        self._shares: dict[str, asyncio.Semaphore] = {}
+        """One per tenant that ever ran a sync tool (tenants are configured, so a bounded few)."""
 
     async def close(self) -> None:
         """Drop calls still waiting for a thread; running ones cannot be stopped and are left to end."""
@@ -58,13 +69,15 @@ class PythonExecutor:
         fn = self._load(request.tool.executor.callable)
         args = dict(request.args)
         thread: Future[Any] | None = None
+        share: asyncio.Semaphore | None = None
         deadline = asyncio.timeout(request.timeout)
         try:
             async with deadline:
                 if _is_async(fn):
                     data = await fn(args, request)
                 else:
-                    thread = self._start(fn, args, request)
+                    share = await self._tenant_thread(request.tenant)
+                    thread = self._start(fn, args, request, share)
                     data = await asyncio.wrap_future(thread)  # cancelling it cancels a call not yet started
                     if inspect.isawaitable(data):  # a sync wrapper around an async tool: run what it handed back
                         data = await data
@@ -73,17 +86,46 @@ class PythonExecutor:
         except TimeoutError as exc:
             if not deadline.expired():  # the tool's own TimeoutError
                 return ExecResult.failure(type(exc).__name__, str(exc), retryable=False)
+            if share is None and not _is_async(fn):
+                return ExecResult.failure("timeout", (
+                    f"no result within {request.timeout:g}s: the {self._share} python threads this tenant may "
+                    "hold were all taken (its tools still running, or left running past a timeout); "
+                    "the call never started"), retryable=True)
             return _timed_out(request.timeout, thread)
         except Exception as exc:  # the tool's own failure, reported as data
             return ExecResult.failure(type(exc).__name__, str(exc), retryable=False)
         return ExecResult(ok=True, data=data)
 
-    def _start(self, fn: Callable[..., Any], args: dict[str, Any], request: ExecRequest) -> Future[Any]:
+    async def _tenant_thread(self, tenant: str) -> asyncio.Semaphore:
+        """Wait for one of ``tenant``'s thread shares; given back when its thread ends (``_start``)."""
+        share = self._shares.get(tenant)
+        if share is None:
+            share = self._shares[tenant] = asyncio.Semaphore(self._share)
+        await share.acquire()
+        return share
+
+    def _start(self, fn: Callable[..., Any], args: dict[str, Any], request: ExecRequest,
+               share: asyncio.Semaphore) -> Future[Any]:
         context = contextvars.copy_context()  # as asyncio.to_thread does
-        thread = self._pool.submit(context.run, fn, args, request)
+        try:
+            thread = self._pool.submit(context.run, fn, args, request)
+        except BaseException:
+            share.release()
+            raise
+        thread.add_done_callback(_give_back(asyncio.get_running_loop(), share))  # ran, failed or cancelled unrun
         if request.linger is not None:
             request.linger(thread)
         return thread
+
+
+def _give_back(loop: asyncio.AbstractEventLoop, share: asyncio.Semaphore) -> Callable[[Future[Any]], None]:
+    """A done callback (it runs on the worker thread) that releases ``share`` on the loop."""
+    def ended(_: Future[Any]) -> None:
+        try:
+            loop.call_soon_threadsafe(share.release)
+        except RuntimeError:  # the loop is closed: the gateway is gone, and its shares with it
+            pass
+    return ended
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:

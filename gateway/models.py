@@ -8,6 +8,7 @@ decision id, args hash and policy version.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -146,6 +147,17 @@ _KIND = {
     ApprovalRequired: "approval_required",
     EvidenceRequired: "evidence_required",
 }
+
+
+def new_decision_id() -> str:
+    """A random (version 4) UUID's text, as ``str(uuid.uuid4())`` writes it: 122 random bits from
+    ``os.urandom``, in a fifth of the time (one per call; the ``uuid.UUID`` object is never needed)."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+
+
+_VARIANT = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
+"""The first digit of the fourth group: its two high bits are RFC 4122's variant (10)."""
 
 
 @dataclass(slots=True)

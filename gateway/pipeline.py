@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +48,7 @@ from gateway.models import (
     Outcome,
     Refused,
     ToolCall,
+    new_decision_id,
 )
 from gateway.normalize import normalize
 from gateway.tools import ToolRegistry
@@ -90,7 +90,7 @@ class Pipeline:
         """Calls in this process past authentication (``gateway.edge_limits``)."""
 
     async def execute(self, identity: Identity, call: ToolCall) -> CallResult:
-        c = _Call(CallContext(str(uuid.uuid4()), identity, call, time.monotonic()))
+        c = _Call(CallContext(new_decision_id(), identity, call, time.monotonic()))
         self._audit(c, "authenticate", Code.OK, tenant=identity.tenant, agent=identity.agent, user=identity.user)
         result: CallResult | None = None
         refusal = _not_admitted(identity) or (None if self.in_flight.enter() else _busy(self.in_flight))

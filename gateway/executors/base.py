@@ -6,7 +6,7 @@ import hashlib
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, TypeVar
 
 import rfc8785
 
@@ -37,6 +37,26 @@ class ExecRequest:
         """This tenant's own folder inside the tool's sandbox: ``<sandbox>/<tenant folder>``
         (``tenant_folder``). Subprocess tools run in it and it holds their HOME."""
         return self.sandbox / tenant_folder(self.tenant)
+
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def exception_in(exc: BaseException, kind: type[_E]) -> _E | None:
+    """The ``kind`` exception behind ``exc``: itself, a cause or context, or inside an exception
+    group (a client library may wrap an error of the layer below in its own errors), or None."""
+    pending, seen = [exc], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, kind):
+            return current
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+    return None
 
 
 TENANT_FOLDER_CHARS = 128

@@ -39,6 +39,8 @@ from typing import Awaitable, Callable
 import httpcore
 from httpcore import AsyncNetworkBackend, AsyncNetworkStream
 
+from gateway.executors.base import exception_in
+
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 """(host, port) -> the addresses to dial, in order."""
 
@@ -58,18 +60,7 @@ class NonPublicAddress(Exception):
 def non_public_in(exc: BaseException) -> NonPublicAddress | None:
     """The ``NonPublicAddress`` behind ``exc``: itself, a cause or context, or inside an
     exception group (a client library may wrap the backend's refusal in its own errors)."""
-    pending, seen = [exc], set()
-    while pending:
-        current = pending.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, NonPublicAddress):
-            return current
-        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
-        if isinstance(current, BaseExceptionGroup):
-            pending.extend(current.exceptions)
-    return None
+    return exception_in(exc, NonPublicAddress)
 
 
 def is_public(address: str) -> bool:

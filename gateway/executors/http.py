@@ -209,11 +209,9 @@ class _Call:
         return ExecResult.failure(Code.TOOL_ERROR.value, "too many redirects")
 
     async def _result(self, resp: httpx.Response) -> ExecResult:
-        encoding = resp.headers.get("content-encoding", "").strip().lower()
-        if encoding not in ("", "identity"):  # never inflated: a small body can hold gigabytes
-            return ExecResult.failure(
-                Code.TOOL_ERROR.value, f"the upstream answered with content-encoding {encoding[:40]!r}; the gateway "
-                "asks for identity and does not decode compressed bodies", meta={"http_status": resp.status_code})
+        refused = refused_encoding(resp.headers, "the upstream")
+        if refused is not None:
+            return ExecResult.failure(Code.TOOL_ERROR.value, refused, meta={"http_status": resp.status_code})
         text, truncated = await _read_capped(resp, CappedOutput(self.cap, self.secrets))
         data = {"status": resp.status_code, "content_type": resp.headers.get("content-type", ""),
                 "body": _decode(text, resp.headers.get("content-type", ""), truncated)}
@@ -222,6 +220,18 @@ class _Call:
             return ExecResult.failure(Code.TOOL_ERROR.value, f"HTTP {resp.status_code}",
                                       retryable=resp.status_code in RETRYABLE_STATUS, data=data, meta=meta)
         return ExecResult(ok=True, data=data, meta=meta)
+
+
+def refused_encoding(headers: Mapping[str, str], sender: str) -> str | None:
+    """Why a response from ``sender`` is refused for its ``Content-Encoding``, or None for a body
+    as sent (none, or ``identity``). The gateway asks for ``identity`` and never inflates a body:
+    a small compressed one can hold gigabytes, and its size is not known before. Shared by the
+    HTTP executor and the MCP executor's HTTP transport."""
+    encoding = headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    return (f"{sender} answered with content-encoding {encoding[:40]!r}; the gateway asks for identity and does "
+            "not decode compressed bodies")
 
 
 def _redirect_target(url: httpx.URL, resp: httpx.Response) -> httpx.URL:

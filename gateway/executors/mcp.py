@@ -36,7 +36,9 @@ stays near the limit (``gateway.executors.mcp_transport``): stdout is read in ch
 into lines as they come, a body is counted as it streams, a compressed body is refused (the
 gateway asks for ``identity``), and a stdio server past the limit is killed at once. A stdio
 server runs in its own process group; at the session's end its stdin is closed, it gets two
-seconds to exit, then the group is killed with whatever the server left running in it.
+seconds to exit, then the group is killed with whatever the server left running in it. A
+stdio server that cannot be started (``command`` missing or not executable, ``cwd`` missing)
+is a ``tool_error`` that is not retryable, naming what is missing and the options to check.
 
 A stdio upstream's stderr never reaches the gateway's own stderr or logs: it goes to a pipe read
 into a bounded buffer (``STDERR_CAP_BYTES``, cut so that no secret is split) and comes back as
@@ -44,34 +46,36 @@ the result's stderr, which normalization scrubs like any tool output (for a fail
 is shown in the error message). An ``isError`` result's text is the error message whole:
 normalization scrubs it before trimming it.
 
-Every session lists the upstream's tools. Each tool's definition (description and schema) as
-this process first sees it listed is its baseline, for a tool added after the first listing
-too; any difference between two listings (tools added, removed, or changed) is logged as
-``mcp_upstream_tools_changed``. A descriptor's remote tool whose definition changed since its
-baseline is refused (``tool_error``) unless the upstream sets ``pin_tools: false`` — a changed
-tool has not been classified.
+Every session lists the upstream's tools (``gateway.executors.mcp_pins``): a listing of more
+than the upstream's ``max_tools`` tools is refused (``tool_error``, not retryable). Each
+descriptor's remote tool's definition (description and schema) as this process first sees it
+listed is its baseline, for a tool added after the first listing too; any difference between
+two listings (tools added, removed, or changed) is logged as ``mcp_upstream_tools_changed``. A
+remote tool whose definition changed since its baseline is refused (``tool_error``) unless the
+upstream sets ``pin_tools: false`` — a changed tool has not been classified. Tools no
+descriptor names are not pinned: what is remembered is bounded by the config.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping
 
 import httpx
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.codes import Code
-from gateway.executors.base import ExecRequest, ExecResult
+from gateway.executors.base import ExecRequest, ExecResult, exception_in
 from gateway.executors.capture import CappedOutput, captured_pipe
 from gateway.executors.egress_backend import CheckedBackend, Resolver, non_public_in, system_resolver
 from gateway.executors.http import EgressDenied, check_egress, narrowed_hosts
+from gateway.executors.mcp_pins import DEFAULT_MAX_TOOLS, ToolPins, classified_remote_tools
 from gateway.executors.sdk_logs import withhold_sdk_details
-from gateway.executors.subprocess import sandbox_cwd
+from gateway.executors.subprocess import SpawnFailed, sandbox_cwd
 
 if TYPE_CHECKING:  # the transports import the SDK, which is loaded for the first call only
     from gateway.executors.mcp_transport import OutputBudget
@@ -114,6 +118,9 @@ class UpstreamConfig(BaseModel):
     max_output_bytes: int = Field(default=DEFAULT_MAX_OUTPUT_BYTES, gt=0)
     """What one call may receive from the upstream, in bytes (a stdio server's stdout, an HTTP
     server's response bodies), its tool listing included; more is a ``tool_error``."""
+    max_tools: int = Field(default=DEFAULT_MAX_TOOLS, gt=0)
+    """How many tools one listing of the upstream may hold; a listing of more fails the call
+    (``tool_error``), whatever tool it is for."""
 
 
 class McpConfigError(ValueError):
@@ -131,28 +138,21 @@ def parse_upstreams(raw: Mapping[str, Any]) -> dict[str, UpstreamConfig]:
     return upstreams
 
 
-def tool_fingerprints(tools: list[Any]) -> dict[str, str]:
-    """name → sha256 over the tool's description and input schema."""
-    return {
-        t.name: hashlib.sha256(
-            json.dumps([t.description or "", t.input_schema], sort_keys=True, default=str).encode()
-        ).hexdigest()
-        for t in tools
-    }
-
-
 class McpExecutor:
     def __init__(self, upstreams: Mapping[str, UpstreamConfig], base_dir: str = ".", *,
-                 resolver: Resolver = system_resolver) -> None:
+                 resolver: Resolver = system_resolver, classified: Mapping[str, Iterable[str]] | None = None) -> None:
+        """``classified``: upstream name → the remote tools descriptors name on it, pinned from the
+        first listing on (``gateway.executors.mcp_pins``); others are pinned from their first call."""
         self._upstreams = dict(upstreams)
         self._base_dir = base_dir
         self._resolver = resolver
-        self._baseline: dict[str, dict[str, str]] = {}
-        self._last: dict[str, dict[str, str]] = {}
+        self.pins = ToolPins(classified)
+        """What is kept of the upstreams' tool listings (``gateway.executors.mcp_pins``)."""
 
     @classmethod
     def from_config(cls, raw: Mapping[str, Any], config: Any = None) -> "McpExecutor":
-        return cls(parse_upstreams(raw), getattr(config, "base_dir", "."))
+        return cls(parse_upstreams(raw), getattr(config, "base_dir", "."),
+                   classified=classified_remote_tools(getattr(config, "tools", ())))
 
     async def execute(self, request: ExecRequest) -> ExecResult:
         ex = request.tool.executor
@@ -165,13 +165,7 @@ class McpExecutor:
         try:
             return await self._call(ex.server, upstream, remote, request)
         except Exception as exc:  # transport and protocol failures of the upstream, reported as data
-            refused = non_public_in(exc)
-            if refused is not None:
-                log.warning("mcp_upstream_egress_denied", upstream=ex.server, error=str(refused))
-                return ExecResult.failure(Code.EGRESS_DENIED.value, f"MCP upstream {ex.server}: {refused}")
-            log.warning("mcp_upstream_failed", upstream=ex.server, error_type=type(exc).__name__)
-            return ExecResult.failure(Code.TOOL_ERROR.value, f"MCP upstream {ex.server} failed: {type(exc).__name__}",
-                                      retryable=True)
+            return _upstream_failure(ex.server, upstream, exc)
 
     async def _call(self, name: str, upstream: UpstreamConfig, remote: str, request: ExecRequest) -> ExecResult:
         from gateway.executors.mcp_transport import OutputBudget
@@ -199,10 +193,11 @@ class McpExecutor:
             client = await stack.enter_async_context(
                 Client(target, mode="legacy", cache=None, read_timeout_seconds=request.timeout))
             listing = await client.list_tools()
-            outcome = self._check_listing(name, upstream, remote, listing.tools)
-            if outcome is None:
-                outcome = _to_result(await client.call_tool(remote, dict(request.args)))
-        return outcome
+            refused = self.pins.check(name, remote, listing.tools, pin=upstream.pin_tools,
+                                      max_tools=upstream.max_tools)
+            if refused is not None:
+                return ExecResult.failure(Code.TOOL_ERROR.value, refused)
+            return _to_result(await client.call_tool(remote, dict(request.args)))
 
     async def _target(self, stack: AsyncExitStack, upstream: UpstreamConfig, request: ExecRequest,
                       stderr: CappedOutput, budget: OutputBudget) -> Any:
@@ -239,23 +234,29 @@ class McpExecutor:
         fixed["accept-encoding"] = "identity"  # a compressed body is refused (gateway.executors.mcp_transport)
         return httpx2.AsyncClient(headers=fixed, timeout=timeout, trust_env=False, transport=transport)
 
-    def _check_listing(self, name: str, upstream: UpstreamConfig, remote: str, tools: list[Any]) -> ExecResult | None:
-        seen = tool_fingerprints(tools)
-        baseline = self._baseline.setdefault(name, {})
-        last = self._last.get(name, dict(seen))
-        for tool, fingerprint in seen.items():  # each tool pinned as first listed, also one added later
-            baseline.setdefault(tool, fingerprint)
-        if seen != last:
-            log.warning("mcp_upstream_tools_changed", upstream=name, added=sorted(set(seen) - set(last)),
-                        removed=sorted(set(last) - set(seen)),
-                        changed=sorted(k for k in set(seen) & set(last) if seen[k] != last[k]))
-        self._last[name] = seen
-        if remote not in seen:
-            return ExecResult.failure(Code.TOOL_ERROR.value, f"upstream {name} does not offer {remote!r}")
-        if upstream.pin_tools and remote in baseline and seen[remote] != baseline[remote]:
-            return ExecResult.failure(Code.TOOL_ERROR.value,
-                                      f"upstream {name} changed {remote!r} since it was classified; refused")
-        return None
+
+def _upstream_failure(name: str, upstream: UpstreamConfig, exc: Exception) -> ExecResult:
+    """The result of a call the upstream's transport or protocol failed: egress refused, the
+    server not started (neither retryable), or a failure a retry may get past."""
+    refused = non_public_in(exc)
+    if refused is not None:
+        log.warning("mcp_upstream_egress_denied", upstream=name, error=str(refused))
+        return ExecResult.failure(Code.EGRESS_DENIED.value, f"MCP upstream {name}: {refused}")
+    spawn = exception_in(exc, SpawnFailed)
+    if spawn is not None:
+        return _not_started(name, upstream, spawn)
+    log.warning("mcp_upstream_failed", upstream=name, error_type=type(exc).__name__)
+    return ExecResult.failure(Code.TOOL_ERROR.value, f"MCP upstream {name} failed: {type(exc).__name__}",
+                              retryable=True)
+
+
+def _not_started(name: str, upstream: UpstreamConfig, spawn: SpawnFailed) -> ExecResult:
+    """A stdio server that could not be started: the operator's to fix, so not retryable."""
+    log.warning("mcp_upstream_not_started", upstream=name, path=spawn.path, error=spawn.why)
+    where = f"mcp_upstreams.{name}.command" + (f" and .cwd ({upstream.cwd!r})" if upstream.cwd else "")
+    return ExecResult.failure(
+        Code.TOOL_ERROR.value, f"MCP upstream {name} could not be started: {spawn.path!r}: {spawn.why}. Check "
+        f"{where}: the command must exist and be executable (a bare name is looked up on the server's PATH)")
 
 
 def _outside_narrowed_hosts(upstream: UpstreamConfig, request: ExecRequest) -> str | None:

@@ -6,7 +6,7 @@ Past it the budget records why and raises ``OutputRefused``; the executor fails 
 record, whatever the SDK made of the exception on its way (raised, wrapped in a group, or
 swallowed into an error reply). What is held stays near the budget: stdout is read in chunks
 and no line grows past the budget, a body is never read past it, and a compressed body is
-refused (the gateway asks for ``identity``; an inflated body's size is not known beforehand).
+refused (``gateway.executors.http.refused_encoding``, as by the HTTP executor).
 
 ``stdio_transport`` replaces the SDK's ``stdio_client``, whose reader keeps a line however long
 it grows and builds it by repeated concatenation, holding the event loop while it copies.
@@ -16,7 +16,10 @@ line, a line that does not parse reaches the session as an exception; writes are
 per line. Lines are split as chunks arrive, each byte looked at once. At the session's end
 stdin is closed and the server gets ``EXIT_GRACE_SECONDS`` to exit, then its whole process
 group is killed (SIGKILL), with whatever the server left running in it. A server past its
-budget is killed at once: nothing more is read from it.
+budget is killed at once: nothing more is read from it. The server's exit is waited for as
+the event loop reports it (``gateway.executors.subprocess.ExitProtocol``), not polled. A
+server that cannot be started at all (``command`` missing or not executable, ``cwd`` missing)
+raises ``SpawnFailed``, which the executor reports as not retryable.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ import mcp_types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from gateway.executors.subprocess import kill_group
+from gateway.executors.http import refused_encoding
+from gateway.executors.subprocess import ExitProtocol, SpawnFailed, kill_group
 
 CHUNK_BYTES = 64 * 1024
 """How much of a stdio server's stdout is read at a time (and buffered by the pipe reader)."""
@@ -41,7 +45,6 @@ EXIT_GRACE_SECONDS = 2.0
 """How long a stdio server gets to exit once its stdin is closed, before its group is killed."""
 REAP_SECONDS = 2.0
 """How long to wait for a killed server's exit to be seen."""
-_POLL_SECONDS = 0.01
 
 
 class OutputRefused(Exception):
@@ -80,10 +83,12 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str],
                           stderr: IO[bytes], budget: OutputBudget) -> AsyncIterator[tuple[Any, Any]]:
     """Start the server; yield (read stream, write stream) for ``mcp.Client`` (module docstring)."""
     loop = asyncio.get_running_loop()
-    transport, protocol = await loop.subprocess_exec(
-        lambda: asyncio.subprocess.SubprocessStreamProtocol(CHUNK_BYTES, loop), command, *args,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr, cwd=cwd, env=env,
-        start_new_session=True)
+    try:
+        transport, protocol = await loop.subprocess_exec(
+            lambda: ExitProtocol(CHUNK_BYTES, loop), command, *args, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=stderr, cwd=cwd, env=env, start_new_session=True)
+    except OSError as exc:
+        raise SpawnFailed(command, exc) from exc
     proc = asyncio.subprocess.Process(transport, protocol, loop)
     # no await until the try: a cancellation in between would leave the server running
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -99,13 +104,13 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str],
                 write_stream.close()  # the writer sends what it was given, then ends
                 await asyncio.wait([writer], timeout=FLUSH_SECONDS)
                 proc.stdin.close()  # type: ignore[union-attr]
-                await _exited(proc, EXIT_GRACE_SECONDS)
+                await _exited(protocol, EXIT_GRACE_SECONDS)
             finally:  # also when a native cancellation cut the wait short: nothing keeps running
                 kill_group(proc.pid)
                 reader.cancel()
                 writer.cancel()
                 transport.close()
-            await _exited(proc, REAP_SECONDS)
+            await _exited(protocol, REAP_SECONDS)
 
 
 async def _read(proc: asyncio.subprocess.Process, to_session: MemoryObjectSendStream[SessionMessage | Exception],
@@ -155,13 +160,12 @@ async def _write(proc: asyncio.subprocess.Process, from_session: MemoryObjectRec
         to_session.close()  # the server stopped reading: the session sees the end, not a reply never coming
 
 
-async def _exited(proc: asyncio.subprocess.Process, seconds: float) -> bool:
+async def _exited(protocol: ExitProtocol, seconds: float) -> bool:
     """Whether the server exited within ``seconds``. Not ``proc.wait()``: that also waits for the
     pipes to close, which a process the server left behind delays."""
-    deadline = asyncio.get_running_loop().time() + seconds
-    while proc.returncode is None and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(_POLL_SECONDS)
-    return proc.returncode is not None
+    with suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(protocol.exited.wait(), seconds)
+    return protocol.exited.is_set()
 
 
 # -- streamable HTTP ---------------------------------------------------------------------
@@ -178,12 +182,10 @@ class CappedHTTPTransport(httpx2.AsyncHTTPTransport):
         if self._budget.refusal is not None:  # the SDK may reconnect after it swallowed the refusal: no more
             self._budget.refuse(self._budget.refusal)
         response = await super().handle_async_request(request)
-        encoding = response.headers.get("content-encoding", "").strip().lower()
-        if encoding not in ("", "identity"):  # never inflated: a small body can hold gigabytes
+        refused = refused_encoding(response.headers, f"MCP upstream {self._budget.upstream}")
+        if refused is not None:
             await response.aclose()
-            self._budget.refuse(
-                f"MCP upstream {self._budget.upstream} answered with content-encoding {encoding[:40]!r}; the "
-                "gateway asks for identity and does not inflate bodies")
+            self._budget.refuse(refused)
         response.stream = _CountedStream(response.stream, self._budget)  # type: ignore[arg-type]
         return response
 

@@ -134,7 +134,18 @@ class SubprocessExecutor:
             return await _run(argv, cwd, env, (out, err), request.timeout, options.get("output") == "json")
 
 
-class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+class SpawnFailed(Exception):
+    """A process could not be started: ``path`` (its command, or its working folder) is missing
+    or may not be run, as ``why`` says. Starting it again cannot help."""
+
+    def __init__(self, command: str, error: OSError) -> None:
+        self.command = command
+        self.path = str(error.filename or command)
+        self.why = error.strerror or type(error).__name__
+        super().__init__(f"cannot start {command!r}: {self.path!r}: {self.why}")
+
+
+class ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     """asyncio's stream protocol, plus ``exited``: set when the process exits, whoever still holds
     its pipes. (``Process.wait`` returns only once every pipe has closed too, which a child left
     running in the background delays to the kill, and one that left the group for ever.)"""
@@ -153,7 +164,7 @@ async def _run(argv: list[str], cwd: Path, env: dict[str, str], outputs: tuple[C
     loop = asyncio.get_running_loop()
     try:
         transport, protocol = await loop.subprocess_exec(
-            lambda: _ExitProtocol(2 ** 16, loop), *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+            lambda: ExitProtocol(2 ** 16, loop), *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
         )
     except OSError as exc:

@@ -5,7 +5,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from gateway.credentials import ResolvedCredentials
-from gateway.executors.http import HttpExecutor, effective_hosts
+from gateway.executors.http import HttpExecutor, effective_hosts, refused_encoding
 from gateway.models import CallContext, Identity, ToolCall
 from gateway.normalize import normalize
 from gateway.tools import ToolRegistry
@@ -259,6 +259,23 @@ async def test_a_compressed_body_is_refused_never_inflated(executor, http_server
     assert "content-encoding" in result.error.message and "identity" in result.error.message
     assert result.data is None or "body" not in (result.data or {})
     assert server.seen[0].headers.get("accept-encoding") == "identity"
+
+
+@pytest.mark.parametrize(("headers", "named"), [
+    ({}, None), ({"content-encoding": ""}, None), ({"content-encoding": "identity"}, None),
+    ({"content-encoding": " Identity "}, None),
+    ({"content-encoding": "gzip"}, "'gzip'"), ({"content-encoding": "GZIP"}, "'gzip'"),
+    ({"content-encoding": "identity, gzip"}, "'identity, gzip'"),  # anything but identity alone
+    ({"content-encoding": "x" * 100}, repr("x" * 40)),  # named, cut to 40 characters
+])
+def test_the_one_refusal_of_a_content_encoding(headers, named):
+    """Shared by the HTTP executor and the MCP executor's HTTP transport: one check, one wording."""
+    refusal = refused_encoding(headers, "the upstream")
+    if named is None:
+        assert refusal is None
+    else:
+        assert refusal == (f"the upstream answered with content-encoding {named}; the gateway asks for identity "
+                           "and does not decode compressed bodies")
 
 
 @pytest.mark.parametrize("encoding", ["identity", "", "Identity"])

@@ -1,9 +1,11 @@
+import asyncio
 import base64
 import json
 import os
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ SERVER = str(Path(__file__).parent / "data" / "mcp_upstream.py")
 
 def _executor(tmp_path, **extra):
     env = {"MCP_EXTRA_TOOL_FILE": str(tmp_path / "rug"), "WIPE_MARKER": str(tmp_path / "wiped"),
-           "MCP_LATE_TOOL_FILE": str(tmp_path / "late")}
+           "MCP_LATE_TOOL_FILE": str(tmp_path / "late"), "MCP_EXTRA_TOOLS_FILE": str(tmp_path / "extra")}
     return McpExecutor(parse_upstreams({"notes": {"transport": "stdio", "command": sys.executable,
                                                   "args": [SERVER], "env": env, **extra}}))
 
@@ -333,3 +335,110 @@ async def test_an_http_upstream_outside_the_hosts_policy_narrowed_to_is_egress_d
     else:
         assert not result.ok and result.error.type == "egress_denied", result
         assert "up-tok-9" not in json.dumps(result.data)
+
+
+# -- what is kept of an upstream's listings (gateway.executors.mcp_pins) --------------------
+
+
+def _offer(tmp_path, prefix: str, count: int) -> None:
+    """From its next session on, the upstream also lists ``count`` tools named ``prefix0`` …"""
+    (tmp_path / "extra").write_text(f"{prefix} {count}")
+
+
+def _strings_held(root: object) -> set[str]:
+    """Every string reachable from ``root`` through containers and the attributes of objects."""
+    found: set[str] = set()
+    seen: set[int] = set()
+    pending = [root]
+    while pending:
+        obj = pending.pop()
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType, types.MethodType)):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, str):
+            found.add(obj)
+        elif isinstance(obj, dict):
+            pending.extend([*obj.keys(), *obj.values()])
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            pending.extend(obj)
+        elif hasattr(obj, "__dict__"):
+            pending.extend(vars(obj).values())
+    return found
+
+
+async def test_a_listing_of_more_tools_than_the_default_bound_is_refused_whole(tmp_path, make_tool, make_request):
+    """1024 tools by default (``max_tools``): the listing of an upstream offering more is not
+    kept, nor cut to the bound, and no tool of it runs — the call fails closed naming the option."""
+    _offer(tmp_path, "extra_", 1024)  # and the upstream's own eight
+    with structlog.testing.capture_logs() as logs:
+        result = await _executor(tmp_path).execute(make_request(_tool(make_tool, "wipe", side_effect="destructive")))
+    assert not result.ok and result.error.type == "tool_error" and not result.error.retryable, result
+    assert "lists 1032 tools, more than the 1024" in result.error.message
+    assert "mcp_upstreams.notes.max_tools" in result.error.message
+    assert not (tmp_path / "wiped").exists()
+    assert [e["tools"] for e in logs if e["event"] == "mcp_upstream_listing_refused"] == [1032]
+
+
+async def test_an_upstream_listing_other_names_each_time_leaves_none_of_them_behind(tmp_path, make_tool, make_request):
+    """Names no descriptor classifies are not pinned: what the executor holds does not grow with
+    the names an upstream lists over time. The classified tool stays pinned: a change is refused."""
+    ex, tool = _executor(tmp_path), _tool(make_tool, "add")
+    for listing in range(3):
+        _offer(tmp_path, f"listing{listing}_", 50)
+        assert (await ex.execute(make_request(tool, {"a": 1, "b": 1}))).ok
+    assert [s for s in _strings_held(ex) if s.startswith(("listing0_", "listing1_"))] == []
+    (tmp_path / "rug").write_text("now")
+    result = await ex.execute(make_request(tool, {"a": 1, "b": 1}))
+    assert not result.ok and "changed 'add' since it was classified" in result.error.message
+
+
+# -- a stdio upstream that cannot be started; its exit, awaited ---------------------------
+
+
+@pytest.mark.parametrize("case", ["missing", "not_executable", "not_on_path", "missing_cwd"])
+async def test_a_stdio_upstream_that_cannot_be_started_is_not_retryable(tmp_path, make_tool, make_request, case):
+    """Starting it again cannot help: not retryable, naming what is missing and the options to check."""
+    script = tmp_path / "server.sh"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o644)
+    spec, path, why = {
+        "missing": ({"command": str(tmp_path / "missing")}, str(tmp_path / "missing"), "No such file"),
+        "not_executable": ({"command": str(script)}, str(script), "Permission denied"),
+        "not_on_path": ({"command": "toolgate-no-such-mcp-server"}, "toolgate-no-such-mcp-server", "No such file"),
+        "missing_cwd": ({"command": sys.executable, "args": [SERVER], "cwd": str(tmp_path / "gone")},
+                        str(tmp_path / "gone"), "No such file"),
+    }[case]
+    executor = McpExecutor(parse_upstreams({"notes": {"transport": "stdio", **spec}}))
+    with structlog.testing.capture_logs() as logs:
+        result = await executor.execute(make_request(_tool(make_tool, "add"), {"a": 1, "b": 1}))
+    assert not result.ok and result.error.type == "tool_error" and not result.error.retryable, result
+    message = result.error.message
+    assert f"MCP upstream notes could not be started: {path!r}: {why}" in message
+    assert "mcp_upstreams.notes.command" in message and ("cwd" in message) == (case == "missing_cwd")
+    assert [(e["path"], e["upstream"]) for e in logs if e["event"] == "mcp_upstream_not_started"] == [(path, "notes")]
+
+
+async def test_a_stdio_servers_exit_is_awaited_not_polled(tmp_path, make_tool, make_request, monkeypatch):
+    """A server that takes a second to exit once its stdin is closed: the call ends when it has
+    exited (not when the grace runs out), and waiting for that sets no timer every few ms."""
+    from gateway.executors.mcp_transport import EXIT_GRACE_SECONDS
+
+    env = {"MCP_EXTRA_TOOL_FILE": str(tmp_path / "rug"), "MCP_LINGER_SECONDS": "1"}
+    request = make_request(_tool(make_tool, "add"), {"a": 1, "b": 1})
+    started = time.monotonic()
+    assert (await _executor(tmp_path).execute(request)).ok
+    prompt = time.monotonic() - started  # the same call, its server exiting at once
+    loop, timers = asyncio.get_running_loop(), []
+    call_at = loop.call_at
+
+    def counted(when, callback, *args, **kwargs):
+        timers.append(when)
+        return call_at(when, callback, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_at", counted)
+    started = time.monotonic()
+    result = await _executor(tmp_path, env=env).execute(request)
+    lingering = time.monotonic() - started
+    assert result.ok, result
+    assert 0.5 < lingering - prompt < 1 + EXIT_GRACE_SECONDS / 2, (prompt, lingering)  # its second, not the grace
+    assert len(timers) < 30, len(timers)

@@ -218,6 +218,28 @@ async def test_a_compressed_http_body_is_refused_not_inflated(http_server, make_
     assert json.loads(server.seen[0].body)["method"] == "initialize"
 
 
+async def test_an_mcp_upstream_and_an_http_tool_refuse_a_compressed_body_in_the_same_words(
+        http_server, make_tool, make_request):
+    """One refusal (``gateway.executors.http.refused_encoding``), each naming its sender."""
+    from gateway.executors.http import HttpExecutor
+
+    server = http_server({"/z": lambda seen: (200, {"content-type": "application/json", "content-encoding": "br"},
+                                              b"compressed")})
+    fetch = make_tool("fetch", executor={"kind": "http", "url": f"{server.base}/z", "allowed_hosts": ["127.0.0.1"],
+                                         "options": {"allow_plain_http": True}})
+    http = HttpExecutor()
+    try:
+        by_http = await http.execute(make_request(fetch))
+    finally:
+        await http.close()
+    by_mcp = await _http(f"{server.base}/z").execute(make_request(_tool(make_tool, "big"), {"size": 1}))
+    words = "answered with content-encoding 'br'; the gateway asks for identity and does not decode compressed bodies"
+    assert (by_http.error.type, by_http.error.retryable, by_http.error.message) == (
+        "tool_error", False, f"the upstream {words}")
+    assert (by_mcp.error.type, by_mcp.error.retryable, by_mcp.error.message) == (
+        "tool_error", False, f"MCP upstream flood {words}")
+
+
 async def test_once_a_call_is_refused_its_transport_dials_the_upstream_no_more(http_server):
     """The SDK swallows an exception inside an SSE stream and may reconnect (with the upstream's
     credential headers): a budget that has refused stops every later request before it is sent."""

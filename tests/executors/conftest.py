@@ -149,3 +149,16 @@ def proxy_env(http_server, monkeypatch: pytest.MonkeyPatch) -> RecordingServer:
     proxy = http_server()
     route_every_proxy_to(monkeypatch, proxy.base)
     return proxy
+
+
+@pytest.fixture
+def gate(request):
+    """A closed gate for ``tests.executors.data.python_tools:hang``, opened at the end of the test
+    whatever happens."""
+    from tests.executors.data import python_tools
+
+    name = request.node.name
+    event = python_tools.gate(name)
+    yield name
+    event.set()
+    assert python_tools.ENDED[name].wait(10) or not python_tools.STARTED[name]

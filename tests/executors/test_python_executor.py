@@ -31,16 +31,6 @@ async def stage(tmp_path):
     await s.close()
 
 
-@pytest.fixture
-def gate(request):
-    """A closed gate for ``hang``, opened at the end of the test whatever happens."""
-    name = request.node.name
-    event = python_tools.gate(name)
-    yield name
-    event.set()
-    assert python_tools.ENDED[name].wait(10) or not python_tools.STARTED[name]
-
-
 def _ctx(tool_config, args):
     ctx = CallContext(f"d-{time.monotonic_ns()}", Identity("acme", "agent"), ToolCall(tool_config.name, b"{}"), 0.0)
     ctx.tool = ToolRegistry([tool_config]).resolve(tool_config.name)

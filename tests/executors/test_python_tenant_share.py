@@ -22,15 +22,6 @@ def quick(args, ctx):
     return {"tenant": ctx.tenant}
 
 
-@pytest.fixture
-def gate(request):
-    name = request.node.name
-    event = python_tools.gate(name)
-    yield name
-    event.set()
-    assert python_tools.ENDED[name].wait(10) or not python_tools.STARTED[name]
-
-
 def _ctx(tool_config, tenant, args):
     ctx = CallContext(f"d-{time.monotonic_ns()}", Identity(tenant, "agent"), ToolCall(tool_config.name, b"{}"), 0.0)
     ctx.tool = ToolRegistry([tool_config]).resolve(tool_config.name)

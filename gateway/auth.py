@@ -235,12 +235,13 @@ class AuthenticatedServer:
 
 
 def audit_request(audit: AuditLog, context: grpc.aio.ServicerContext, method: str, identity: Identity | None,
-                  code: Code, **fields: Any) -> str:
-    """Audit a request answered at the edge, outside the pipeline (``request``: its code, the
-    method, the peer, the caller if known; ``fields`` already safe to store); returns its decision id."""
+                  code: Code, *, stage: str = "request", **fields: Any) -> str:
+    """Audit a request answered at the edge, outside the pipeline (``stage``: ``request``, or the
+    service's own, as the Approvals service's ``approval``; its code, the method, the peer, the
+    caller if known; ``fields`` already safe to store); returns its decision id."""
     decision_id = str(uuid.uuid4())
     caller = {} if identity is None else {"tenant": identity.tenant, "agent": identity.agent, "user": identity.user}
-    audit.record("request", decision_id=decision_id, code=str(code), method=method, peer=context.peer(),
+    audit.record(stage, decision_id=decision_id, code=str(code), method=method, peer=context.peer(),
                  **caller, **fields)
     audit.flush()
     return decision_id

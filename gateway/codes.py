@@ -33,6 +33,8 @@ class Code(StrEnum):
     APPROVAL_REPLAYED = "approval_replayed"
     APPROVAL_REJECTED = "approval_rejected"
     APPROVAL_PENDING = "approval_pending"
+    APPROVAL_LIFETIME_OUT_OF_RANGE = "approval_lifetime_out_of_range"  # an approver's token: exp - iat out of bounds
+    REJECTION_REASON_TOO_LONG = "rejection_reason_too_long"  # a rejection's reason past its bound
     # credentials + execution
     CREDENTIAL_UNAVAILABLE = "credential_unavailable"
     EGRESS_DENIED = "egress_denied"

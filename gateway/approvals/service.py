@@ -1,5 +1,7 @@
 """The approval flow, independent of gRPC: create requests, read them, submit signed
 approvals and rejections, issue grants, expire. The servicer and the pipeline gate call it.
+A stored request that fails validation (``gateway.approvals.malformed``: a damaged store) may
+be rejected, never approved; a rejection's reason has at most ``MAX_REJECTION_REASON`` characters.
 
 Errors raised to the servicer (one root, ``ApprovalError``; each has the ``code`` its refusal
 is audited with, and ``audited`` once the service has written the refusal itself)::
@@ -26,8 +28,9 @@ from gateway.approvals import tokens
 from gateway.approvals.config import ApprovalsConfig
 from gateway.approvals.events import EventHub
 from gateway.approvals.keyring import GrantKeys, Keyring
+from gateway.approvals.malformed import record_problem, vote_problem, writable
 from gateway.audit import AuditLog
-from gateway.audit import caller_text, escaped
+from gateway.audit import escaped
 from gateway.codes import Code
 from gateway.models import ApprovalRequired, CallContext, Identity
 from gateway.store.base import ApprovalRecord, ApprovalStatus, Store, VoteStatus
@@ -36,6 +39,9 @@ S = ApprovalStatus
 MAX_REASON = 500
 """Characters of a refusal's reason kept in the audit log, written with ``escaped``: a reason can
 quote what a caller sent (a status filter, a token's header fields), so it is stored as ASCII."""
+MAX_REJECTION_REASON = 1000
+"""Characters a rejection's reason may have: a longer one is refused (``rejection_reason_too_long``),
+never cut. It is stored as signed and shown to the agent; the audit log has it escaped."""
 _STATUS_CODE = {S.REJECTED: Code.APPROVAL_REJECTED, S.EXPIRED: Code.APPROVAL_EXPIRED}
 
 
@@ -129,7 +135,7 @@ class ApprovalService:
             same = (rec.agent, rec.user, rec.run_id, rec.tool, rec.args_hash) == (
                 ident.agent, ident.user, ctx.call.run_id, ctx.tool.name, ctx.args_hash)
             req = ctx.decision.approval
-            if same and (rec.groups_any, rec.quorum) == (tuple(req.groups_any), req.quorum):
+            if same and (rec.groups_any, rec.quorum) == (tuple(req.groups_any), req.quorum) and not record_problem(rec):
                 rec = await self.expire_if_due(rec)
                 if rec.status is S.PENDING:
                     return rec
@@ -137,8 +143,10 @@ class ApprovalService:
 
     async def expire_if_due(self, rec: ApprovalRecord) -> ApprovalRecord:
         """Move a pending or approved (unused) request past its expiry to ``expired``."""
-        if rec.status not in (S.PENDING, S.APPROVED) or self.clock() < rec.expires_at:
+        if rec.status not in (S.PENDING, S.APPROVED) or not _due(rec, self.clock()):
             return rec
+        if not writable(rec):  # a damaged store: shown expired, as it is, though it cannot be stored so
+            return dataclasses.replace(rec, status=S.EXPIRED)
         new = await self.store.transition_approval(
             rec.approval_id, from_status=rec.status, to_status=S.EXPIRED, now=self.clock())
         if new is None:
@@ -172,6 +180,9 @@ class ApprovalService:
     async def submit(self, identity: Identity, approval_id: str, token: str) -> ApprovalRecord:
         rec = await self._pending_for_approver(identity, approval_id)
         verified = self._verify_approver_token(identity, rec, token, tokens.TYP_APPROVAL)
+        if problem := record_problem(rec):
+            raise Refusal(Code.INVALID_APPROVAL, f"the stored request is malformed ({problem}): "
+                          "it may be rejected, not approved")
         vote = await self.store.add_approval_vote(rec.approval_id, verified.issuer, verified.jti, self.clock())
         if vote.status in (VoteStatus.JTI_REUSED, VoteStatus.NOT_PENDING, VoteStatus.NOT_FOUND):
             self._failed(rec, f"vote refused: {vote.status}", approver=verified.issuer)
@@ -195,13 +206,16 @@ class ApprovalService:
     async def reject(self, identity: Identity, approval_id: str, token: str) -> ApprovalRecord:
         rec = await self._pending_for_approver(identity, approval_id)
         verified = self._verify_approver_token(identity, rec, token, tokens.TYP_REJECTION)
-        reason = verified.claims["reason"][:1000]
+        reason = verified.claims["reason"]
+        if len(reason) > MAX_REJECTION_REASON:
+            raise Refusal(Code.REJECTION_REASON_TOO_LONG, f"the rejection's reason has {len(reason)} characters; "
+                          f"a gateway keeps at most {MAX_REJECTION_REASON}: sign it again with a shorter one")
         new = await self.store.transition_approval(
             rec.approval_id, from_status=S.PENDING, to_status=S.REJECTED, now=self.clock(), rejection_reason=reason)
         if new is None:
             raise Refusal(Code.INVALID_APPROVAL, "the request is no longer pending")
         self._event("rejected", new, Code.APPROVAL_REJECTED, approver=verified.issuer, kid=verified.kid,
-                    jti=verified.jti, reason=reason)
+                    jti=verified.jti, reason=escaped(reason, MAX_REJECTION_REASON))
         return new
 
     async def _pending_for_approver(self, identity: Identity, approval_id: str) -> ApprovalRecord:
@@ -217,6 +231,9 @@ class ApprovalService:
         return rec
 
     def _verify_approver_token(self, identity: Identity, rec: ApprovalRecord, token: str, typ: str) -> tokens.Verified:
+        if problem := vote_problem(rec):
+            raise Refusal(Code.INVALID_APPROVAL, f"the stored request is malformed ({problem}): no vote can be "
+                          "verified against it or stored with it; it ends when it expires")
         expected = tokens.Expected(
             audience=self.gateway_id, approval_id=rec.approval_id, tool=rec.tool, tenant=rec.tenant,
             run_id=rec.run_id, args_hash=rec.args_hash, groups_any=rec.groups_any,
@@ -228,6 +245,12 @@ class ApprovalService:
                                      now=int(self.clock()), limits=limits)
             if verified.issuer != identity.user:
                 raise tokens.TokenRejected(f"signed by {verified.issuer!r} but submitted by {identity.user!r}")
+        except tokens.LifetimeRejected as exc:  # after the signature: the approver may learn the bound
+            code = Code.APPROVAL_LIFETIME_OUT_OF_RANGE
+            self._failed(rec, exc.reason, code, submitted_by=identity.user, token_type=typ)
+            raise Refusal(code, f"the token lives {exc.lifetime} s (exp - iat); this gateway accepts approver tokens "
+                          f"living 1 to {exc.max_lifetime} s (approvals.max_approval_lifetime_seconds)",
+                          audited=True) from None
         except tokens.TokenRejected as exc:
             self._failed(rec, exc.reason, submitted_by=identity.user, token_type=typ)
             message = str(exc) if exc.code is Code.INVALID_APPROVAL else "approval_args_mismatch"
@@ -263,26 +286,15 @@ class ApprovalService:
         if event in ("requested", "approved", "granted", "rejected", "expired", "executed"):
             self.events.publish(event, rec)
 
-    def refused(self, identity: Identity, method: str, approval_id: str | None, code: Code, reason: str,
-                peer: str = "") -> None:
-        """Audit a request refused by the service or at its edge (a malformed ``approval_id``, a
-        request the caller cannot see, a role that may not do this): event ``refused``, ``code``,
-        the caller and its ``peer`` (the address the edge saw), the method, ``reason`` (a
-        message the caller was shown). The id it named, if
-        any (``None``: the method takes none), is hostile input, so it is kept only as
-        ``approval_id_escaped`` (its first 64 characters with everything outside printable ASCII
-        escaped: no control, line-breaking or terminal character reaches a reader of the log)
-        and ``approval_id_sha256`` (the whole id, UTF-8)."""
-        named = {} if approval_id is None else caller_text("approval_id", approval_id)
-        self.audit.record(
-            "approval", decision_id=str(uuid.uuid4()), code=str(code), action="refused", method=method, peer=peer,
-            tenant=identity.tenant, agent=identity.agent, user=identity.user, reason=escaped(reason, MAX_REASON),
-            at=self.clock(), **named)
-        self.audit.flush()
-
-    def _failed(self, rec: ApprovalRecord, reason: str, **fields: Any) -> None:
-        self._event("verification_failed", rec, Code.INVALID_APPROVAL, reason=escaped(reason, MAX_REASON), **fields)
+    def _failed(self, rec: ApprovalRecord, reason: str, code: Code = Code.INVALID_APPROVAL, **fields: Any) -> None:
+        self._event("verification_failed", rec, code, reason=escaped(reason, MAX_REASON), **fields)
 
     def record_event(self, event: str, rec: ApprovalRecord, code: Code, **fields: Any) -> None:
         """For the gate: audit (and publish) an event about ``rec``."""
         self._event(event, rec, code, **fields)
+
+
+def _due(rec: ApprovalRecord, now: float) -> bool:
+    """Whether ``rec`` is past its expiry; a record whose expiry is no number (a damaged store) is."""
+    expires = rec.expires_at
+    return type(expires) not in (int, float) or not now < expires

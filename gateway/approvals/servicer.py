@@ -10,7 +10,7 @@ A Watch stream sends its headers (initial metadata) once it is live: subscribed 
 snapshot read. A client that awaits them before acting hears every later change.
 
 Every refusal is audited once: event ``approval``, action ``refused``, its code, the caller,
-the method and the id it named (see ``ApprovalService.refused``); token refusals the service
+the method and the id it named (see ``ApprovalsServicer._refuse``); token refusals the service
 has audited already (``verification_failed``) are not written again.
 """
 
@@ -25,9 +25,11 @@ import grpc
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.approvals.follow import Follower
-from gateway.approvals.service import (ApprovalError, ApprovalService, NotFound, PermissionDenied, Refusal,
-                                       is_approver, is_requester)
-from gateway.auth import require_identity
+from gateway.approvals.malformed import record_problem, salvaged
+from gateway.approvals.service import (MAX_REASON, ApprovalError, ApprovalService, NotFound, PermissionDenied,
+                                       Refusal, is_approver, is_requester)
+from gateway.audit import caller_text, escaped
+from gateway.auth import audit_request, require_identity
 from gateway.codes import Code
 from gateway.edge_limits import Gauge, refuse_stream_message
 from gateway.models import APPROVAL_ID, APPROVAL_ID_RULE, Identity
@@ -48,11 +50,14 @@ def add_approvals_service(server: Any, app: Any) -> None:
 
 
 def record_to_proto(rec: ApprovalRecord, identity: Identity) -> pb.Approval:
-    """The grant is shown only to the requesting agent."""
+    """The grant is shown only to the requesting agent. A record that fails validation is sent
+    salvaged (``gateway.approvals.malformed``), marked by its last reason."""
+    if problem := record_problem(rec):
+        rec = salvaged(rec, problem)
     return pb.Approval(
         approval_id=rec.approval_id, status=str(rec.status), tenant=rec.tenant, agent=rec.agent, user=rec.user,
         run_id=rec.run_id, step=rec.step, tool=rec.tool, tool_version=rec.tool_version,
-        args_json=rec.args_json.encode(), args_hash=rec.args_hash, reasons=list(rec.reasons),
+        args_json=rec.args_json.encode("utf-8", "surrogatepass"), args_hash=rec.args_hash, reasons=list(rec.reasons),
         groups_any=list(rec.groups_any), quorum=rec.quorum, created_at=_ts(rec.created_at),
         expires_at=_ts(rec.expires_at), approvers=list(rec.approvers), rejection_reason=rec.rejection_reason,
         risk=pb.Risk(**{k: str(v) for k, v in rec.risk.items() if k in ("side_effect", "reversibility", "data_sensitivity")}),
@@ -149,9 +154,18 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
     async def _refuse(self, context: grpc.aio.ServicerContext, identity: Identity, method: str,
                       approval_id: str | None, code: Code, status: grpc.StatusCode, message: str,
                       details: str | None = None) -> None:
-        """Audit the refusal (``ApprovalService.refused``), then abort with ``status`` and
-        ``details`` (by default ``message``). ``approval_id``: None for a request naming none."""
-        self._svc.refused(identity, _METHOD + method, approval_id, code, message, peer=context.peer())
+        """Audit the refusal, then abort with ``status`` and ``details`` (by default ``message``).
+
+        Audited as every edge audits a request it answers (``gateway.auth.audit_request``), as
+        event ``approval``, action ``refused``: its ``code``, the caller and its peer, the method,
+        ``reason`` (the ``message`` the caller was shown, escaped: ``MAX_REASON``). The id it
+        named, if any (``approval_id`` None: the method takes none), is hostile input, so it is
+        kept only as ``caller_text`` makes it safe: ``approval_id_escaped`` (its first 64
+        characters, everything outside printable ASCII escaped), ``approval_id_sha256`` (the
+        whole id, UTF-8) and ``approval_id_length``."""
+        named = {} if approval_id is None else caller_text("approval_id", approval_id)
+        audit_request(self._svc.audit, context, _METHOD + method, identity, code, stage="approval", action="refused",
+                      reason=escaped(message, MAX_REASON), at=self._svc.clock(), **named)
         await context.abort(status, message if details is None else details)
 
 

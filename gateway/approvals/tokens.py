@@ -7,7 +7,10 @@ expected token type and to look the ``kid`` up in the key ring given by the call
 key from the token). Then PyJWS verifies with an EdDSA-only allow-list, then the claims are
 parsed strictly and checked in DESIGN.md's order. Whatever goes wrong raises one exception,
 ``TokenRejected``, whose ``str`` is opaque; ``reason`` is for the audit log and ``code`` is
-``invalid_approval`` except for changed arguments (``approval_args_mismatch``).
+``invalid_approval`` except for changed arguments (``approval_args_mismatch``). A lifetime
+(``exp - iat``) out of bounds raises the subclass ``LifetimeRejected``, alike at this level but
+with the bound in typed fields: a caller that may say more (the approval service, to an
+approver whose signature verified) can name it.
 """
 
 from __future__ import annotations
@@ -50,6 +53,16 @@ class TokenRejected(Exception):
         super().__init__("invalid approval")
         self.reason = reason
         self.code = code
+
+
+class LifetimeRejected(TokenRejected):
+    """The token's lifetime ``exp - iat`` is not within (0, ``max_lifetime``] seconds. Raised
+    only once the signature verified; as opaque as its parent unless a caller names the bound."""
+
+    def __init__(self, lifetime: int, max_lifetime: int) -> None:
+        super().__init__(f"lifetime exp-iat={lifetime}s is outside (0, {max_lifetime}]")
+        self.lifetime = lifetime
+        self.max_lifetime = max_lifetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +184,7 @@ def _claims(payload: bytes, typ: str) -> dict[str, Any]:
 
 def _check_time(c: dict[str, Any], now: int, limits: Limits) -> None:
     if c["exp"] <= c["iat"] or c["exp"] - c["iat"] > limits.max_lifetime:
-        raise TokenRejected(f"lifetime exp-iat={c['exp'] - c['iat']}s is outside (0, {limits.max_lifetime}]")
+        raise LifetimeRejected(c["exp"] - c["iat"], limits.max_lifetime)
     if now >= c["exp"] + limits.skew:
         raise TokenRejected(f"expired at {c['exp']} (now {now}, skew {limits.skew})")
     not_before = max(c["iat"], c.get("nbf", c["iat"]))

@@ -22,8 +22,10 @@ Each code has one exit status (``gateway.cli`` says what the statuses mean):
        api_key_invalid              the API key holds what gRPC metadata cannot carry
        client_cert_incomplete       ``--client-key`` without ``--client-cert``, or the other way round
        invalid_lifetime             ``approve``/``reject --lifetime`` is no whole number of seconds in range
-    3  args_not_strict_json, args_hash_mismatch, audience_mismatch, not_confirmed
-                                    ``approve``/``reject`` refused to sign
+       reason_too_long              ``reject --reason`` is longer than a gateway keeps
+    3  args_not_strict_json, args_hash_mismatch, request_malformed
+                                    ``approve`` refused to sign a request it cannot show exactly
+       audience_mismatch, not_confirmed   ``approve``/``reject`` refused to sign
     6  gateway_unreachable, unauthenticated, demo_failed          ``demo``
 
 gRPC failures print the status name the same way (``toolgate: unavailable: ...``, exit 6),
@@ -46,9 +48,10 @@ EXIT: dict[str, int] = {
         "key_file_not_found", "key_file_unreadable", "key_file_writable", "key_file_readable",
         "key_passphrase_needed", "key_passphrase_wrong", "key_not_encrypted", "key_invalid", "key_labels_missing",
         "policy_bundle_invalid", "audit_unreadable", "audit_malformed", "insecure_target", "tls_file_unreadable",
-        "invalid_lifetime", "api_key_invalid", "client_cert_incomplete",
+        "invalid_lifetime", "api_key_invalid", "client_cert_incomplete", "reason_too_long",
     ), 2),
-    **dict.fromkeys(("args_not_strict_json", "args_hash_mismatch", "audience_mismatch", "not_confirmed"), 3),
+    **dict.fromkeys(("args_not_strict_json", "args_hash_mismatch", "request_malformed", "audience_mismatch",
+                     "not_confirmed"), 3),
     **dict.fromkeys(("gateway_unreachable", "unauthenticated", "demo_failed"), 6),
 }
 """Every CLI error code and its exit status."""

@@ -2,11 +2,16 @@
 
 ``approve`` and ``reject`` fetch the request, show it, recompute the args hash themselves
 from the arguments they display (strict JSON, RFC 8785) and sign that hash, never one they
-were merely told; if the server's hash differs, or the arguments are not strict JSON (so they
-cannot be shown exactly: they are shown escaped and marked MALFORMED), they refuse to sign.
-Then they ask before signing (``--yes``: do not ask). The token is valid for ``--lifetime``
-seconds (default 600), which must not exceed the gateway's
-``approvals.max_approval_lifetime_seconds``. Exit codes: 0 done, 1 ``watch --until S`` ended
+were merely told. ``approve`` refuses to sign a request it cannot show exactly: the server's
+hash differs, or the arguments are not strict JSON (shown escaped and marked MALFORMED), or the
+gateway could not read the stored request whole (a damaged store: it sends it salvaged, its
+last reason ``gateway.approvals.malformed.MALFORMED_REASON``; shown marked MALFORMED). Such a
+request can still be rejected: ``reject`` says so and binds the rejection to the gateway's
+args hash (a rejection can only refuse the call). Then they ask before signing (``--yes``: do
+not ask). The token is valid for ``--lifetime`` seconds (default 600), which must not exceed
+the gateway's ``approvals.max_approval_lifetime_seconds`` (a gateway refusing it says so, with
+its bound: ``approval_lifetime_out_of_range``); ``--reason`` has at most
+``MAX_REJECTION_REASON`` characters. Exit codes: 0 done, 1 ``watch --until S`` ended
 without an event with status S, 2 bad usage or key, 3 refused (by the gateway, a hash
 mismatch, or not confirmed), 6 transport/auth.
 
@@ -37,6 +42,8 @@ from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.approvals import tokens
 from gateway.approvals.keyring import SigningKey, key_labels, load_private_key
+from gateway.approvals.malformed import MALFORMED_REASON
+from gateway.approvals.service import MAX_REJECTION_REASON
 from gateway.arguments import ArgumentsError, args_hash, parse_strict
 from gateway.cli._client import add_target_options, channel, metadata, report_refusal, report_rpc_error
 from gateway.cli._errors import CliError, fail, report
@@ -73,11 +80,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         v.add_argument("--audience", default=os.environ.get("TOOLGATE_GATEWAY_ID", ""),
                        help="the gateway id you expect (env TOOLGATE_GATEWAY_ID); refuse if the request names another")
         if name == "reject":
-            v.add_argument("--reason", required=True, help="why the call is rejected (shown to the agent)")
+            v.add_argument("--reason", required=True,
+                           help=f"why the call is rejected (shown to the agent; at most {MAX_REJECTION_REASON} "
+                           "characters)")
         v.add_argument("--lifetime", default=str(APPROVAL_LIFETIME), metavar="SECONDS",
                        help=f"seconds the signed token stays valid (default {APPROVAL_LIFETIME}, never past the "
                        "request's expiry); a gateway refuses a token living longer than its "
-                       "approvals.max_approval_lifetime_seconds (default 3600) with invalid_approval; "
+                       "approvals.max_approval_lifetime_seconds (default 3600) with approval_lifetime_out_of_range, "
+                       "naming it (an older gateway: with invalid_approval); "
                        f"{ALWAYS_ACCEPTED} is always accepted")
         v.add_argument("--yes", action="store_true",
                        help="sign without asking (default: show the request, then ask on the terminal)")
@@ -110,7 +120,8 @@ def run_list(ns: argparse.Namespace) -> int:
         print(json.dumps([approval_dict(a) for a in resp.approvals], indent=2))
         return 0
     for a in resp.approvals:
-        malformed = "  MALFORMED-ARGS" if parsed_args(a)[0] is None else ""
+        malformed = "  MALFORMED-RECORD" if record_malformed(a) else ""
+        malformed = malformed or ("  MALFORMED-ARGS" if parsed_args(a)[0] is None else "")
         print(shown(f"{a.approval_id}  {a.status:<9} {a.tool:<16} agent={a.agent} groups={','.join(a.groups_any)} "
                     f"quorum={len(a.approvers)}/{a.quorum} expires={_when(a.expires_at.seconds)}{malformed}"))
     return 0
@@ -139,6 +150,8 @@ def run_reject(ns: argparse.Namespace) -> int:
 def _sign_and_send(ns: argparse.Namespace, typ: str) -> int:
     try:
         lifetime = _lifetime(ns.lifetime)
+        if typ == tokens.TYP_REJECTION:
+            _check_reason(ns.reason)
         key = _load_key(ns)
     except CliError as exc:
         return report(exc)
@@ -147,9 +160,10 @@ def _sign_and_send(ns: argparse.Namespace, typ: str) -> int:
     except grpc.RpcError as exc:
         return report_rpc_error(exc)
     print(describe(a))
-    mine, problem = recompute_hash(a)
-    if problem:
-        return fail("args_hash_mismatch" if mine else "args_not_strict_json", f"refusing to sign: {problem}")
+    try:
+        mine = _hash_to_sign(a, typ)
+    except CliError as exc:
+        return report(exc)
     if ns.audience and ns.audience != a.audience:
         return fail("audience_mismatch", f"refusing to sign: the request is for gateway {a.audience!r}, expected "
                     f"{ns.audience!r} (--audience / TOOLGATE_GATEWAY_ID): check --target")
@@ -162,7 +176,11 @@ def _sign_and_send(ns: argparse.Namespace, typ: str) -> int:
         out = getattr(_stub(ns), rpc)(request_cls(approval_id=a.approval_id, token=token), metadata=metadata(ns), timeout=ns.timeout)
     except grpc.RpcError as exc:
         if exc.code() is grpc.StatusCode.FAILED_PRECONDITION:
-            return report_refusal(exc, {"invalid_approval": _invalid_approval_hint(claims["exp"] - claims["iat"])})
+            return report_refusal(exc, {
+                "invalid_approval": _invalid_approval_hint(claims["exp"] - claims["iat"]),
+                "approval_lifetime_out_of_range": "sign again with a --lifetime within it, e.g. "
+                                                  f"--lifetime {ALWAYS_ACCEPTED}, which every gateway accepts",
+            })
         return report_rpc_error(exc)
     print(json.dumps({"approval_id": out.approval_id, "status": out.status, "approvers": list(out.approvers),
                       "quorum": out.quorum}))
@@ -176,6 +194,39 @@ def _lifetime(text: str) -> int:
                        f"{MAX_LIFETIME}: pass whole seconds, e.g. --lifetime {APPROVAL_LIFETIME}, no more than the "
                        "gateway's approvals.max_approval_lifetime_seconds")
     return int(text)
+
+
+def _check_reason(reason: str) -> None:
+    """``--reason``: at most ``MAX_REJECTION_REASON`` characters (a gateway refuses a longer one,
+    never cuts it); ``CliError`` otherwise, before anything is signed."""
+    if len(reason) > MAX_REJECTION_REASON:
+        raise CliError("reason_too_long", f"--reason has {len(reason)} characters; a gateway keeps at most "
+                       f"{MAX_REJECTION_REASON}: say it shorter")
+
+
+def _hash_to_sign(a: pb.Approval, typ: str) -> str:
+    """The args hash to sign: the one recomputed from the arguments shown. A request that cannot
+    be approved (its arguments not strict JSON or not hashing to the gateway's hash, or the
+    gateway could not read it whole) is refused (``CliError``), unless this is a rejection."""
+    mine, problem = recompute_hash(a)
+    malformed = record_malformed(a)
+    if typ == tokens.TYP_REJECTION and (problem or malformed):
+        return _rejecting_unapprovable(a, problem or f"the gateway could not read it whole: {malformed}")
+    if malformed:
+        raise CliError("request_malformed", f"refusing to sign: the gateway could not read this stored request "
+                       f"whole ({malformed}); it may be rejected (toolgate approvals reject), not approved")
+    if problem:
+        raise CliError("args_hash_mismatch" if mine else "args_not_strict_json", f"refusing to sign: {problem}")
+    return mine
+
+
+def _rejecting_unapprovable(a: pb.Approval, problem: str) -> str:
+    """The args hash to bind a rejection of a request that cannot be approved to: the gateway's
+    (none can be recomputed from what is shown, or it differs). Says so on stderr first; a
+    rejection can only refuse the call, so signing the hash the gateway holds is safe."""
+    print(shown(f"NOTE  this request cannot be approved ({problem}); the rejection is bound to the "
+                f"gateway's args hash {a.args_hash}, not one recomputed here"), file=sys.stderr)
+    return a.args_hash
 
 
 def _invalid_approval_hint(lifetime: int) -> str:
@@ -209,6 +260,18 @@ def _claims(ns: argparse.Namespace, a: pb.Approval, mine: str, typ: str, lifetim
     if typ == tokens.TYP_REJECTION:
         claims["reason"] = ns.reason
     return claims
+
+
+def record_malformed(a: pb.Approval) -> str:
+    """What the gateway found wrong with the stored request when it could not read it whole
+    (its last reason, ``MALFORMED_REASON`` + the problem); "" for a request read whole."""
+    last = a.reasons[-1] if a.reasons else ""
+    return last[len(MALFORMED_REASON):] if last.startswith(MALFORMED_REASON) else ""
+
+
+def _reasons(a: pb.Approval) -> list[str]:
+    """The policy's reasons: without the gateway's malformed mark (shown on a line of its own)."""
+    return list(a.reasons[:-1] if record_malformed(a) else a.reasons)
 
 
 def parsed_args(a: pb.Approval) -> tuple[dict[str, Any] | None, str]:
@@ -335,10 +398,12 @@ def approval_dict(a: pb.Approval) -> dict[str, Any]:
     ``args_malformed`` (why) and ``args_raw`` (as received, escaped: ``_raw_args``)."""
     args, problem = parsed_args(a)
     malformed = {"args_malformed": problem, "args_raw": _raw_args(a)} if args is None else {}
+    if record_malformed(a):
+        malformed["record_malformed"] = record_malformed(a)
     return {
         "approval_id": a.approval_id, "status": a.status, "tenant": a.tenant, "agent": a.agent, "user": a.user,
         "run_id": a.run_id, "step": a.step, "tool": a.tool, "tool_version": a.tool_version,
-        "args": args, **malformed, "args_hash": a.args_hash, "reasons": list(a.reasons),
+        "args": args, **malformed, "args_hash": a.args_hash, "reasons": _reasons(a),
         "groups_any": list(a.groups_any), "quorum": a.quorum, "approvers": list(a.approvers),
         "risk": {"side_effect": a.risk.side_effect, "reversibility": a.risk.reversibility,
                  "data_sensitivity": a.risk.data_sensitivity},
@@ -358,16 +423,19 @@ def describe(a: pb.Approval) -> str:
         f"data_sensitivity={a.risk.data_sensitivity}",
         f"requested  by agent {a.agent or '-'} for user {a.user or '-'} (tenant {a.tenant})",
         f"run        {_quoted(a.run_id)} step {a.step}",  # the agent's own label: quoted, on its own line
-        *[f"reason     {r}" for r in a.reasons],
+        *[f"reason     {r}" for r in _reasons(a)],
         f"needs      {a.quorum} approver(s) from {', '.join(a.groups_any)}; so far: {', '.join(a.approvers) or 'none'}",
         f"expires    {_iso(a.expires_at.seconds)} ({_when(a.expires_at.seconds)})",
         f"args_hash  {a.args_hash}",
     )]
     if a.rejection_reason:
         lines.append(shown(f"rejected   {a.rejection_reason}"))
+    if record_malformed(a):
+        lines.append(shown(f"MALFORMED  the gateway could not read this stored request whole ({record_malformed(a)}): "
+                           "what it could not read is blank; it may be rejected, not approved"))
     if args is None:
         lines.append(shown(f"MALFORMED  the arguments are not strict JSON ({problem}): shown as received, escaped, "
-                           "on one line; they cannot be signed"))
+                           "on one line; they cannot be approved, only rejected"))
     elif not a.args_json.isascii():
         lines.append("WARNING    the arguments contain non-ASCII characters (shown escaped): check for lookalikes")
     return "\n".join(lines + ["arguments:", arguments])

@@ -1,8 +1,11 @@
 """An approval record whose arguments are not strict JSON (a damaged store, a buggy or hostile
 gateway) is listed, shown and watched without a traceback, marked malformed and escaped; the
-CLI refuses to sign it (``args_not_strict_json``, exit 3), since it cannot show the approver
-exactly what the signature would cover. The real CLI in subprocesses against ``toolgate serve``
-in a subprocess; the record is damaged by writing its ``args_json`` into the server's SQLite file."""
+CLI refuses to approve it (``args_not_strict_json``, exit 3), since it cannot show the approver
+exactly what the signature would cover, but rejects it (a rejection can only refuse the call:
+it is bound to the gateway's args hash, and the CLI says so). So for a record the gateway could
+not read whole (``MALFORMED-RECORD``; approve: ``request_malformed``). The real CLI in
+subprocesses against ``toolgate serve`` in a subprocess; the record is damaged by writing into
+the server's SQLite file."""
 
 from __future__ import annotations
 
@@ -32,14 +35,14 @@ def gateway(tmp_path_factory):
         yield gw
 
 
-def damaged(gw: GatewayProcess, args_json: str) -> str:
-    """A pending request whose stored arguments are then replaced by ``args_json``."""
+def damaged(gw: GatewayProcess, args_json: str, field: str = "args_json") -> str:
+    """A pending request whose stored ``field`` (its arguments) is then replaced by ``args_json``."""
     out = toolgate(gw, "call", "count_write", "--args", '{"path": "report.txt", "n": 7}', key="demo-agent-key")
     assert out.returncode == 4, out.stdout + out.stderr
     approval_id = json.loads(out.stdout)["approval_id"]
     with sqlite3.connect(gw.tmp / "data" / "toolgate.db", timeout=10) as db:
-        changed = db.execute("UPDATE approvals SET record=json_set(record, '$.args_json', ?) WHERE approval_id=?",
-                             (args_json, approval_id)).rowcount
+        changed = db.execute("UPDATE approvals SET record=json_set(record, ?, ?) WHERE approval_id=?",
+                             (f"$.{field}", args_json, approval_id)).rowcount
     db.close()
     assert changed == 1
     return approval_id
@@ -73,16 +76,73 @@ def test_a_malformed_record_is_listed_shown_and_watched_marked(gateway, args_jso
     assert "MALFORMED-ARGS" in next(line for line in lines.stdout.splitlines() if line.startswith(approval_id))
 
 
+def show_json(gw: GatewayProcess, approval_id: str) -> dict:
+    out = toolgate(gw, "approvals", "show", approval_id, "--json", key=APPROVER["alice"])
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def sign(gw: GatewayProcess, keys: Path, verb: str, approval_id: str, *extra: str):
+    return toolgate(gw, "approvals", verb, approval_id, "--key", str(keys / "alice.pem"), *extra, "--yes",
+                    key=APPROVER["alice"])
+
+
+def audited(gw: GatewayProcess, action: str, approval_id: str) -> list[dict]:
+    lines = (gw.tmp / "data" / "audit.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if (r.get("action"), r.get("approval_id")) == (action, approval_id)]
+
+
 @pytest.mark.parametrize("args_json", MALFORMED.values(), ids=MALFORMED.keys())
-def test_a_malformed_record_is_not_signed(gateway, keys: Path, args_json: str) -> None:
+def test_a_malformed_record_is_not_approved(gateway, keys: Path, args_json: str) -> None:
     approval_id = damaged(gateway, args_json)
-    for verb, extra in (("approve", ()), ("reject", ("--reason", "broken"))):
-        out = toolgate(gateway, "approvals", verb, approval_id, "--key", str(keys / "alice.pem"), *extra, "--yes",
-                       key=APPROVER["alice"])
-        last = out.stderr.splitlines()[-1] if out.stderr else ""
-        assert out.returncode == EXIT["args_not_strict_json"] == 3, out.stderr
-        assert last.startswith("toolgate: args_not_strict_json: refusing to sign: "), out.stderr
-        assert "MALFORMED" in out.stdout  # shown, marked, before the refusal
-    record = json.loads(toolgate(gateway, "approvals", "show", approval_id, "--json", key=APPROVER["alice"]).stdout)
+    out = sign(gateway, keys, "approve", approval_id)
+    last = out.stderr.splitlines()[-1] if out.stderr else ""
+    assert out.returncode == EXIT["args_not_strict_json"] == 3, out.stderr
+    assert last.startswith("toolgate: args_not_strict_json: refusing to sign: "), out.stderr
+    assert "MALFORMED" in out.stdout  # shown, marked, before the refusal
+    record = show_json(gateway, approval_id)
     assert (record["status"], record["approvers"]) == ("pending", [])
+    assert calls_recorded(gateway.tmp / "data" / "sandbox", "count_write") == 0
+
+
+@pytest.mark.parametrize("args_json", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_record_can_be_rejected(gateway, keys: Path, args_json: str) -> None:
+    approval_id = damaged(gateway, args_json)
+    args_hash = show_json(gateway, approval_id)["args_hash"]
+    out = sign(gateway, keys, "reject", approval_id, "--reason", "arguments unreadable")
+    assert out.returncode == 0, out.stderr
+    assert "MALFORMED" in out.stdout  # shown, marked
+    note = out.stderr.splitlines()[0]
+    assert note.startswith("NOTE  this request cannot be approved (the arguments are not strict JSON: ")
+    assert note.endswith(f"the rejection is bound to the gateway's args hash {args_hash}, not one recomputed here")
+    assert json.loads(out.stdout.splitlines()[-1])["status"] == "rejected"
+    record = show_json(gateway, approval_id)
+    assert (record["status"], record["rejection_reason"]) == ("rejected", "arguments unreadable")
+    [rejected] = audited(gateway, "rejected", approval_id)
+    assert (rejected["approver"], rejected["code"], rejected["reason"]) == ("alice", "approval_rejected",
+                                                                            "arguments unreadable")
+    assert calls_recorded(gateway.tmp / "data" / "sandbox", "count_write") == 0
+
+
+def test_a_record_the_gateway_cannot_read_whole_is_shown_marked_rejected_not_approved(gateway, keys: Path) -> None:
+    approval_id = damaged(gateway, 1e13, field="expires_at")  # past year 9999: no timestamp holds it
+    text = toolgate(gateway, "approvals", "show", approval_id, key=APPROVER["alice"])
+    assert text.returncode == 0, text.stderr
+    assert ("\nMALFORMED  the gateway could not read this stored request whole (expires_at: out of range): what it "
+            "could not read is blank; it may be rejected, not approved\n") in text.stdout
+    assert "toolgate: malformed record" not in text.stdout  # the gateway's mark is not shown as a policy reason
+    record = show_json(gateway, approval_id)
+    assert (record["record_malformed"], record["reasons"]) == ("expires_at: out of range", ["write tools need ops approval"])
+    lines = toolgate(gateway, "approvals", "list", key=APPROVER["alice"])
+    assert "MALFORMED-RECORD" in next(line for line in lines.stdout.splitlines() if line.startswith(approval_id))
+    refused = sign(gateway, keys, "approve", approval_id)
+    assert refused.returncode == EXIT["request_malformed"] == 3, refused.stderr
+    assert refused.stderr.splitlines()[-1].startswith("toolgate: request_malformed: refusing to sign: the gateway "
+                                                      "could not read this stored request whole (expires_at: out of range)")
+    assert show_json(gateway, approval_id)["status"] == "pending"
+    rejected = sign(gateway, keys, "reject", approval_id, "--reason", "damaged")
+    assert rejected.returncode == 0, rejected.stderr
+    assert rejected.stderr.startswith("NOTE  this request cannot be approved (the gateway could not read it whole: "
+                                      "expires_at: out of range)")
+    assert show_json(gateway, approval_id)["status"] == "rejected"
     assert calls_recorded(gateway.tmp / "data" / "sandbox", "count_write") == 0

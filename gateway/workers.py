@@ -74,10 +74,9 @@ async def prepare(config: Config) -> None:
     config.data_path.mkdir(parents=True, exist_ok=True)
     store = open_store(config)
     try:
-        from gateway.approvals.config import approvals_config
-        from gateway.approvals.keyring import load_grant_keys
+        from gateway.approvals.keyring import gateway_grant_keys
 
-        load_grant_keys(approvals_config(config), config.data_path, config.gateway_id)
+        gateway_grant_keys(config)
     finally:
         await store.close()
 

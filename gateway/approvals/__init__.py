@@ -30,7 +30,7 @@ from typing import Any
 
 from gateway.approvals.config import ApprovalsConfig, approvals_config
 from gateway.approvals.gate import ApprovalGate, VerifiedApproval
-from gateway.approvals.keyring import approver_keyring, load_grant_keys
+from gateway.approvals.keyring import approver_keyring, gateway_grant_keys
 from gateway.approvals.service import ApprovalService
 from gateway.approvals.tokens import TokenRejected
 
@@ -49,6 +49,6 @@ def build_gate(config: Any, *, store: Any, audit: Any) -> ApprovalGate:
     settings = approvals_config(config)
     service = ApprovalService(
         gateway_id=config.gateway_id, settings=settings, store=store, audit=audit,
-        keyring=approver_keyring(settings), grant_keys=load_grant_keys(settings, config.data_path, config.gateway_id),
+        keyring=approver_keyring(settings), grant_keys=gateway_grant_keys(config),
     )
     return ApprovalGate(service)

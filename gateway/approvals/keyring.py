@@ -13,11 +13,12 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from gateway.approvals.config import ApprovalsConfig, ApproverKey
+from gateway.approvals.config import ApprovalsConfig, ApproverKey, approvals_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +99,25 @@ class GrantKeys:
         self.keyring = Keyring([VerifyKey(k.kid, owner, k.key.public_key()) for k in keys])
 
 
-def load_grant_keys(cfg: ApprovalsConfig, data_dir: Path, gateway_id: str) -> GrantKeys:
-    """Load the grant key files; generate the first one (mode 0600) if it does not exist."""
+def gateway_grant_keys(config: Any) -> GrantKeys:
+    """The grant keys of a gateway ``Config`` (``approvals.grant_keys``, see ``load_grant_keys``)."""
+    return load_grant_keys(approvals_config(config), config.data_path, config.gateway_id,
+                           shared_store=config.store.kind == "postgres")
+
+
+def load_grant_keys(cfg: ApprovalsConfig, data_dir: Path, gateway_id: str, *, shared_store: bool = False) -> GrantKeys:
+    """Load the grant key files; generate the first one (mode 0600) if it does not exist.
+
+    With a ``shared_store`` (PostgreSQL: replicas) nothing is generated: a grant one replica signs
+    may be presented to any, so all must sign with one key the operator gives each of them, and a
+    key made here would be this replica's alone (its grants refused by the others). ValueError."""
     paths = [p if p.is_absolute() else data_dir / p for p in (Path(os.path.expanduser(f)) for f in cfg.grant_keys)]
     if not paths[0].exists():
+        if shared_store:
+            raise ValueError(
+                f"grant key {paths[0]} does not exist. With store.kind: postgres the replicas must all sign grants "
+                "with one key, so none is made here: create it once with 'toolgate keys grant --out FILE' and list "
+                "that file first in approvals.grant_keys on every replica")
         write_private_key(paths[0], Ed25519PrivateKey.generate())
     keys = []
     for path in paths:

@@ -1,4 +1,5 @@
-"""``toolgate keys new``: make an approver's Ed25519 signing key and print its keyring entry."""
+"""``toolgate keys new``: make an approver's Ed25519 signing key and print its keyring entry;
+``toolgate keys grant``: make a gateway grant signing key (one file for every replica)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}\Z")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("keys", help="manage approver signing keys",
-                       description="Approver signing keys (Ed25519).")
+    p = sub.add_parser("keys", help="manage approver and grant signing keys",
+                       description="Approver and grant signing keys (Ed25519).")
     verbs = p.add_subparsers(dest="keys_verb", metavar="VERB")
     n = verbs.add_parser(
         "new", help="create an approver key",
@@ -32,7 +33,39 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     n.add_argument("--passphrase-env", default="", metavar="VAR",
                    help="encrypt the key with the passphrase in this environment variable")
     n.set_defaults(func=run_new)
+    g = verbs.add_parser(
+        "grant", help="create a grant signing key for the gateway",
+        description="Write a new Ed25519 private key (PEM, mode 0600) for the gateway to sign grants with. "
+        "A single gateway makes its own when approvals.grant_keys names a missing file; replicas sharing a "
+        "PostgreSQL store must all list one such file first in approvals.grant_keys, and do not make one.",
+    )
+    g.add_argument("--out", required=True, metavar="FILE", help="the key file to create (never overwritten)")
+    g.set_defaults(func=run_grant)
     p.set_defaults(func=lambda ns: (p.print_help(), 2)[1])
+
+
+def run_grant(ns: argparse.Namespace) -> int:
+    path = Path(ns.out)
+    problem = _write(path, Ed25519PrivateKey.generate(), None, None)
+    if problem is not None:
+        return problem
+    print(f"# grant key written to {path} (keep it secret: whoever reads it can sign grants)", file=sys.stderr)
+    print(f"# list it first in approvals.grant_keys on every replica: grant_keys: [{path}]", file=sys.stderr)
+    return 0
+
+
+def _write(path: Path, key: Ed25519PrivateKey, passphrase: bytes | None, labels: dict[str, str] | None) -> int | None:
+    """Create the key file; None when written, else the CLI's exit status after saying why."""
+    if path.parent.exists() and not path.parent.is_dir():
+        return fail("key_dir_unwritable", f"{path.parent} is a file, not a folder")
+    try:
+        write_private_key(path, key, passphrase, labels)
+    except FileExistsError:
+        return fail("key_file_exists", f"{path} exists; not overwriting it (move it away, or name another file)")
+    except OSError as exc:  # a folder that cannot be made or written
+        return fail("key_dir_unwritable", f"cannot write {path}: {exc.strerror or type(exc).__name__} "
+                    "(name a file in a folder you can write)")
+    return None
 
 
 def run_new(ns: argparse.Namespace) -> int:
@@ -48,15 +81,9 @@ def run_new(ns: argparse.Namespace) -> int:
     key = Ed25519PrivateKey.generate()
     kid = f"{ns.approver}-{datetime.now(timezone.utc):%Y%m%d}-{key_thumbprint(key.public_key())[:8]}"
     path = Path(ns.out) / f"{kid}.pem"
-    if Path(ns.out).exists() and not Path(ns.out).is_dir():
-        return fail("key_dir_unwritable", f"--out {ns.out} is a file, not a folder")
-    try:
-        write_private_key(path, key, passphrase, {"approver": ns.approver, "kid": kid})
-    except FileExistsError:
-        return fail("key_file_exists", f"{path} exists; not overwriting it (move it away, or pass another --out)")
-    except OSError as exc:  # --out is a file, or a folder that cannot be made or written
-        return fail("key_dir_unwritable", f"cannot write {path}: {exc.strerror or type(exc).__name__} "
-                    "(give --out a folder you can write)")
+    problem = _write(path, key, passphrase, {"approver": ns.approver, "kid": kid})
+    if problem is not None:
+        return problem
     entry = {"id": ns.approver, "groups": ["CHANGE-ME"],
              "keys": [{"kid": kid, "public_key": raw_public_b64(key.public_key())}]}
     print(f"# private key written to {path} (keep it secret)", file=sys.stderr)

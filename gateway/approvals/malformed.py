@@ -13,6 +13,7 @@ A problem names the field and what is wrong with it, never the value (what canno
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Any, Callable, Iterator
 
@@ -55,9 +56,16 @@ def _time(value: Any) -> str:
 
 
 def _risk(value: Any) -> str:
+    """An object whose text, keys and nested values too, is UTF-8 (the store writes it as JSON)."""
     if not isinstance(value, dict):
         return f"not an object ({type(value).__name__})"
-    return next((f"a value is {problem}" for v in value.values() if (problem := _text(str(v)))), "")
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode()
+    except UnicodeEncodeError:
+        return NOT_UTF8
+    except (TypeError, ValueError, RecursionError):
+        return "not a JSON object"
+    return ""
 
 
 _KINDS: dict[str, tuple[Callable[[Any], str], Any]] = {

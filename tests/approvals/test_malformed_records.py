@@ -34,6 +34,8 @@ UNVOTABLE: dict[str, tuple[str, Any, str]] = {
     "tool-not-utf8": ("tool", "count_write\ud800", "tool: not UTF-8 text (a lone surrogate)"),  # a vote binds to it
     "args-not-utf8": ("args_json", '{"path": "\ud800"}', "args_json: not UTF-8 text (a lone surrogate)"),
     "reason-not-utf8": ("reasons", ["\udfff"], "reasons: an item is not UTF-8 text (a lone surrogate)"),
+    "risk-nested-not-utf8": ("risk", {"side_effect": ["\ud800"]}, "risk: not UTF-8 text (a lone surrogate)"),
+    "risk-key-not-utf8": ("risk", {"\ud800": "write"}, "risk: not UTF-8 text (a lone surrogate)"),
 }
 DAMAGE = {**REJECTABLE, **UNVOTABLE}
 

@@ -219,9 +219,11 @@ class LimitsConfig(_Strict):
     limit; tools keep their own ``rate_limit_per_minute``). Over it: ``rate_limited``."""
     python_threads: int = Field(default=16, gt=0, le=1024)
     """Worker threads for sync ``python`` tools, per process."""
-    python_threads_per_tenant: int = Field(default=8, gt=0)
+    python_threads_per_tenant: int = Field(default=4, gt=0)
     """The most of those one tenant's calls hold at once (running, waiting for a thread, or left
-    running past a timeout); its further sync calls wait for one of its own to end."""
+    running past a timeout); its further sync calls wait for one of its own to end. Tenants whose
+    tools hang leave the others no thread only when ``python_threads / python_threads_per_tenant``
+    of them (4 with the defaults) hang at once."""
 
     @model_validator(mode="after")
     def _tenant_share_fits(self) -> "LimitsConfig":

@@ -10,8 +10,9 @@ A sync function runs in a worker thread of this executor's own bounded pool
 (``max_threads``), so it can neither block the event loop nor take the loop's default pool,
 which serves name resolution (``loop.getaddrinfo``) for the HTTP executor. One tenant holds at
 most ``threads_per_tenant`` of those threads (running, queued, or left running past a timeout);
-its further sync calls wait for one of its own to end, so a tenant whose tools hang cannot
-starve the others of threads. **A Python thread
+its further sync calls wait for one of its own to end. A tenant whose tools hang so holds its
+share and no more: it takes ``max_threads / threads_per_tenant`` such tenants at once (4 with
+the defaults) to leave the others no thread. **A Python thread
 cannot be killed**: at the timeout the caller gets ``timeout`` at once, but a function already
 running goes on until it returns — its side effects may still happen. The timeout result says
 so and is not retryable, the thread is handed to the execute stage (``ExecRequest.linger``),
@@ -33,7 +34,7 @@ from gateway.executors.base import ExecRequest, ExecResult
 
 DEFAULT_MAX_THREADS = 16
 """Worker threads for sync python tools, shared by all of them."""
-DEFAULT_THREADS_PER_TENANT = 8
+DEFAULT_THREADS_PER_TENANT = 4
 """The most of those threads one tenant's calls hold at once."""
 
 

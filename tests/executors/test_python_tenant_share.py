@@ -86,3 +86,18 @@ def test_a_tenant_share_larger_than_the_pool_is_refused():
     assert "python_threads_per_tenant_too_large" in str(info.value)
     with pytest.raises(ValueError, match="threads_per_tenant must be 1..2"):
         PythonExecutor(max_threads=2, threads_per_tenant=3)
+
+
+async def test_with_the_defaults_three_tenants_whose_tools_hang_leave_a_fourth_its_threads(tmp_path, make_tool, gate):
+    stage = ExecuteStage(ExecutorRegistry({"python": PythonExecutor}), tmp_path / "sb")  # 16 threads, 4 per tenant
+    hang = make_tool("hang", timeout_seconds=0.3, max_attempts=1, executor={"kind": "python", "callable": HANG})
+    fast = make_tool("fast", timeout_seconds=2, max_attempts=1, executor={"kind": "python", "callable": QUICK})
+    try:
+        hung = [stage.run(_ctx(hang, tenant, {"gate": gate})) for tenant in ("a", "b", "c") for _ in range(6)]
+        *held, (other, _) = await asyncio.gather(*hung, stage.run(_ctx(fast, "d", {})))
+        assert other.ok and other.data == {"tenant": "d"}
+        assert len(python_tools.STARTED[gate]) == 12  # four of each hanging tenant's six ever ran
+        assert all(r.error.type == "timeout" for r, _ in held)
+    finally:
+        python_tools.GATES[gate].set()
+        await stage.close()

@@ -6,8 +6,9 @@ worker. So every built-in pattern (``scrub.DEFAULT_PATTERNS``, the exact-secret 
 executor's cap, ``injection.PATTERNS``) is timed on inputs aimed at its repetitions — long runs of what its
 quantifiers accept, repeated starts, a last character that makes the match fail — at the full size and a
 quarter of it, and on text drawn from its own alphabet (hypothesis). Linear time grows about 4x from a
-quarter; quadratic, 16x. CPU time (min of several runs) in a subprocess, so a regression fails at a
-deadline instead of hanging the suite.
+quarter; quadratic, 16x. CPU time in a subprocess, so a regression fails at a deadline instead of
+hanging the suite; the least of interleaved rounds of the two sizes, more while the growth looks
+super-linear (``tests._timing``), so a loaded machine does not fail a linear pattern.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from gateway.executors.subprocess import DEFAULT_MAX_OUTPUT
 from gateway.injection import MAX_SCAN_CHARS
 from gateway.injection import PATTERNS as INJECTION_PATTERNS
 from gateway.scrub import DEFAULT_PATTERNS, PATTERN_MARGIN_BYTES
+from tests._timing import Timings, least_times
 from tests.conftest import JsonLineWorker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,28 +126,19 @@ def runner(job):
         return scrubber.text
     return lambda text: scrubber.cut(text, len(text) - job["margin"])
 
-for line in sys.stdin:
-    job = json.loads(line)
-    run, seconds = runner(job), []
-    for size in job["sizes"]:
-        text, best = text_of(job, size), float("inf")
-        for _ in range(job["runs"][len(seconds)]):
-            started = time.process_time()
-            run(text)
-            best = min(best, time.process_time() - started)
-            if best > 0.2:  # long enough to time in one run
-                break
-        seconds.append(best)
-        if best > job["give_up"]:
-            break
-    print(json.dumps(seconds), flush=True)
+job = run = texts = None
+for line in sys.stdin:  # {"job": ..., "size": n}: the CPU time of one run on the job's text of n characters
+    ask = json.loads(line)
+    if ask["job"] != job:
+        job, texts = ask["job"], {}
+        run = runner(job)
+    if ask["size"] not in texts:
+        texts[ask["size"]] = text_of(job, ask["size"])
+    text = texts[ask["size"]]
+    started = time.process_time()
+    run(text)
+    print(json.dumps(time.process_time() - started), flush=True)
 """
-
-
-def _seconds(worker: JsonLineWorker, job: dict, sizes: list[int]) -> list[float] | None:
-    """The CPU time of each size in turn (fewer when one took over MOST_SECONDS); None on the deadline."""
-    runs = [3] * (len(sizes) - 1) + [2]  # the best of a few; fewer for the largest, which times better
-    return worker.ask({**job, "sizes": sizes, "runs": runs, "give_up": MOST_SECONDS}, DEADLINE_SECONDS)
 
 
 @pytest.fixture(scope="module")
@@ -161,13 +154,20 @@ def _regex_job(name: str, head: str, unit: str, tail: str) -> dict:
 
 
 def _assert_linear(worker: JsonLineWorker, job: dict, size: int, what: str) -> None:
-    seconds = _seconds(worker, job, [size // 4, size])
-    assert seconds is not None, f"{what}: not done in {DEADLINE_SECONDS:.0f} s on {size // 4:,} characters"
-    assert len(seconds) == 2, f"{what}: {seconds[0]:.2f} s on {size // 4:,} characters"
-    quarter, full = seconds
-    assert full < MOST_SECONDS, f"{what}: {full:.2f} s on {size:,} characters"
-    assert full < GROWTH * quarter + SLACK_SECONDS, \
-        f"{what}: {quarter * 1e3:.1f} ms on {size // 4:,} characters, {full * 1e3:.1f} ms on 4x as many"
+    def seconds(n: int) -> float:
+        took = worker.ask({"job": job, "size": n}, DEADLINE_SECONDS)
+        assert took is not None, f"{what}: not done in {DEADLINE_SECONDS:.0f} s on {n:,} characters"
+        return took
+
+    def linear(t: Timings) -> bool:
+        quarter, full = t.seconds
+        return full < GROWTH * quarter + SLACK_SECONDS
+
+    timings = least_times(seconds, [size // 4, size], linear, min_rounds=2, max_rounds=6, budget=10.0,
+                          give_up=MOST_SECONDS)
+    quarter, full = timings.seconds
+    assert full < MOST_SECONDS, f"{what}: over {MOST_SECONDS:.0f} s: {timings}"
+    assert linear(timings), f"{what}: {full / quarter:.1f}x the time for 4x the text: {timings}"
 
 
 def test_every_built_in_pattern_has_adversarial_inputs():

@@ -135,7 +135,20 @@ def parse_upstreams(raw: Mapping[str, Any]) -> dict[str, UpstreamConfig]:
     for name, up in upstreams.items():
         if (up.transport == "stdio") != bool(up.command) or (up.transport == "http") != bool(up.url):
             raise McpConfigError(f"mcp_upstreams.{name}: stdio needs command, http needs url")
+        if up.transport == "http" and (problem := _url_problem(up.url)):
+            raise McpConfigError(f"mcp_upstreams.{name}.url: {problem}")
     return upstreams
+
+
+def _url_problem(url: str) -> str:
+    """Why ``url`` cannot be an HTTP upstream's address, or "": checked at load, not at each call."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        return f"not a URL ({exc})"
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        return "must be an http:// or https:// URL with a host"
+    return ""
 
 
 class McpExecutor:
@@ -266,7 +279,8 @@ def _outside_narrowed_hosts(upstream: UpstreamConfig, request: ExecRequest) -> s
     if upstream.transport != "http":
         return None
     url = httpx.URL(upstream.url)
-    hosts = narrowed_hosts([url.host], request)
+    host, port = url.host.lower().rstrip("."), url.port or (443 if url.scheme == "https" else 80)
+    hosts = narrowed_hosts([f"{host}:{port}"], request)  # with its port: an IPv6 host's last group is no port
     try:  # the host only: the scheme and the rest of the URL are the operator's
         check_egress(httpx.URL(scheme=url.scheme, host=url.host, port=url.port), hosts, allow_http=True)
     except EgressDenied as exc:

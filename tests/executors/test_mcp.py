@@ -442,3 +442,25 @@ async def test_a_stdio_servers_exit_is_awaited_not_polled(tmp_path, make_tool, m
     assert result.ok, result
     assert 0.5 < lingering - prompt < 1 + EXIT_GRACE_SECONDS / 2, (prompt, lingering)  # its second, not the grace
     assert len(timers) < 30, len(timers)
+
+
+@pytest.mark.parametrize(("url", "constraint_hosts"), [
+    ("https://Example.COM./mcp", None),  # a trailing dot and capitals: the same host
+    ("http://[fe80::1:2]/mcp", None),  # an IPv6 literal whose last group is all digits
+    ("http://[fe80::1:2]:8080/mcp", ["fe80::1:2"]),
+    ("https://example.com/mcp", ["example.com"]),
+])
+def test_an_http_upstreams_own_host_is_allowed_as_written(make_tool, make_request, url, constraint_hosts):
+    from gateway.executors.mcp import _outside_narrowed_hosts
+
+    upstream = parse_upstreams({"u": {"transport": "http", "url": url}})["u"]
+    constraints = {} if constraint_hosts is None else {"hosts": constraint_hosts}
+    assert _outside_narrowed_hosts(upstream, make_request(_tool(make_tool, "echo"), {}, constraints=constraints)) is None
+    narrowed = make_request(_tool(make_tool, "echo"), {}, constraints={"hosts": ["other.example"]})
+    assert "not allowed" in _outside_narrowed_hosts(upstream, narrowed)
+
+
+@pytest.mark.parametrize("url", ["http://a:b/", "ftp://example.com/", "http:///mcp"])
+def test_an_http_upstream_url_that_cannot_be_dialled_is_refused_at_load(url):
+    with pytest.raises(McpConfigError, match=r"mcp_upstreams\.u\.url: "):
+        parse_upstreams({"u": {"transport": "http", "url": url}})

@@ -33,6 +33,7 @@ from urllib.parse import quote
 
 import httpx
 
+from gateway.arguments import canonical_json
 from gateway.codes import Code
 from gateway.executors.base import ExecRequest, ExecResult, number_text
 from gateway.executors.capture import CappedOutput
@@ -182,7 +183,8 @@ class _Call:
         self.client, self.method, self.hosts, self.allow_http = client, method, hosts, allow_http
         self.secrets = secrets
         fixed = {str(k): str(v) for k, v in opts.get("headers", {}).items()}
-        self.headers = {"accept-encoding": "identity", **fixed, **headers}
+        merged = {k: v for k, v in {**fixed, **headers}.items() if k.lower() != "accept-encoding"}
+        self.headers = {**merged, "accept-encoding": "identity"}  # last, whatever the descriptor sets: never a compressed body
         self.timeout = httpx.Timeout(timeout)
         self.cap = int(opts.get("max_response_bytes", DEFAULT_MAX_RESPONSE))
         self.max_redirects = int(opts.get("max_redirects", DEFAULT_MAX_REDIRECTS))
@@ -192,7 +194,7 @@ class _Call:
         for _ in range(self.max_redirects + 1):
             check_egress(url, self.hosts, allow_http=self.allow_http)
             req = self.client.build_request(self.method, url, headers=self.headers, timeout=self.timeout,
-                                            content=None if body is None else json.dumps(body).encode())
+                                            content=None if body is None else canonical_json(body))  # numbers as hashed and approved
             if body is not None:
                 req.headers["content-type"] = "application/json"
             resp = await self.client.send(req, stream=True)

@@ -284,3 +284,24 @@ async def test_an_identity_body_is_read_as_it_is(executor, http_server, make_too
     server = http_server({"/plain": lambda seen: (200, headers, b"hello")})
     result = await executor.execute(make_request(_tool(make_tool, server.base + "/plain", ["127.0.0.1"])))
     assert result.ok and result.data["body"] == "hello"
+
+
+async def test_the_body_carries_numbers_as_hashed_and_approved(executor, http_server, make_tool, make_request):
+    """An integer literal past 2^53 that is the RFC 8785 text of a double is accepted as that double
+    (gateway.arguments); the upstream gets the same text, not Python's float form (1e+20)."""
+    from gateway.arguments import parse_strict
+
+    server = http_server()
+    tool = _tool(make_tool, server.base + "/post", ["127.0.0.1"], method="POST", body_arg="payload")
+    args = parse_strict(b'{"payload": {"big": 100000000000000000000, "edge": 9007199254740992, "x": 0.5}}', max_bytes=1024)
+    assert (await executor.execute(make_request(tool, args))).ok
+    assert server.seen[0].body == b'{"big":100000000000000000000,"edge":9007199254740992,"x":0.5}'
+
+
+@pytest.mark.parametrize("name", ["Accept-Encoding", "accept-encoding"])
+async def test_a_descriptor_header_cannot_ask_for_a_compressed_body(executor, http_server, make_tool, make_request, name):
+    server = http_server()
+    tool = _tool(make_tool, server.base + "/x", ["127.0.0.1"], options={"headers": {name: "gzip", "X-A": "1"}})
+    assert (await executor.execute(make_request(tool))).ok
+    assert server.seen[0].headers.get("accept-encoding") == "identity"
+    assert server.seen[0].headers.get("x-a") == "1"

@@ -102,18 +102,28 @@ def vote_problem(rec: ApprovalRecord) -> str:
                  if name in VOTE_FIELDS or NOT_UTF8 in problem), "")
 
 
+def past_expiry(rec: ApprovalRecord, now: float) -> bool:
+    """Whether ``rec`` is past its expiry; one whose expiry is no time a Timestamp holds (no number,
+    infinite, past year 9999: a damaged store) is, rather than pending for ever."""
+    return bool(_time(rec.expires_at)) or now >= rec.expires_at
+
+
 def writable(rec: ApprovalRecord) -> bool:
     """Whether the store can write ``rec`` back (as JSON in UTF-8): its text is all UTF-8."""
     return not any(NOT_UTF8 in problem for _, problem in _problems(rec))
 
 
-def salvaged(rec: ApprovalRecord, problem: str) -> ApprovalRecord:
-    """``rec`` with every bad field replaced by its kind's stand-in ("", 0, none) and
-    ``MALFORMED_REASON + problem`` as its last reason. The arguments are kept as they are when
-    they are text, lone surrogates and all: they are sent as bytes (``surrogatepass``), which
-    the CLI shows escaped and marks malformed."""
-    bad = {name: _KINDS[kind][1] for name, kind in _FIELDS.items() if _KINDS[kind][0](getattr(rec, name))}
+def salvaged(rec: ApprovalRecord) -> ApprovalRecord:
+    """``rec`` as it is when every field is whole; else with every bad field replaced by its kind's
+    stand-in ("", 0, none) and ``MALFORMED_REASON`` and the first problem as its last reason. The
+    arguments are kept as they are when they are text, lone surrogates and all: they are sent as
+    bytes (``surrogatepass``), which the CLI shows escaped and marks malformed."""
+    problems = dict(_problems(rec))
+    if not problems:
+        return rec
+    bad = {name: _KINDS[_FIELDS[name]][1] for name in problems}
     if isinstance(rec.args_json, str):
         bad.pop("args_json", None)
+    name, problem = next(iter(problems.items()))
     reasons = bad.pop("reasons", rec.reasons)
-    return dataclasses.replace(rec, **bad, reasons=(*reasons, MALFORMED_REASON + problem))
+    return dataclasses.replace(rec, **bad, reasons=(*reasons, f"{MALFORMED_REASON}{name}: {problem}"))

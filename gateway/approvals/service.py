@@ -28,7 +28,7 @@ from gateway.approvals import tokens
 from gateway.approvals.config import ApprovalsConfig
 from gateway.approvals.events import EventHub
 from gateway.approvals.keyring import GrantKeys, Keyring
-from gateway.approvals.malformed import record_problem, vote_problem, writable
+from gateway.approvals.malformed import past_expiry, record_problem, vote_problem, writable
 from gateway.audit import AuditLog
 from gateway.audit import escaped
 from gateway.codes import Code
@@ -143,7 +143,7 @@ class ApprovalService:
 
     async def expire_if_due(self, rec: ApprovalRecord) -> ApprovalRecord:
         """Move a pending or approved (unused) request past its expiry to ``expired``."""
-        if rec.status not in (S.PENDING, S.APPROVED) or not _due(rec, self.clock()):
+        if rec.status not in (S.PENDING, S.APPROVED) or not past_expiry(rec, self.clock()):
             return rec
         if not writable(rec):  # a damaged store: shown expired, as it is, though it cannot be stored so
             return dataclasses.replace(rec, status=S.EXPIRED)
@@ -293,8 +293,3 @@ class ApprovalService:
         """For the gate: audit (and publish) an event about ``rec``."""
         self._event(event, rec, code, **fields)
 
-
-def _due(rec: ApprovalRecord, now: float) -> bool:
-    """Whether ``rec`` is past its expiry; a record whose expiry is no number (a damaged store) is."""
-    expires = rec.expires_at
-    return type(expires) not in (int, float) or not now < expires

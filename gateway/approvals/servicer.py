@@ -25,7 +25,7 @@ import grpc
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.approvals.follow import Follower
-from gateway.approvals.malformed import record_problem, salvaged
+from gateway.approvals.malformed import salvaged
 from gateway.approvals.service import (MAX_REASON, ApprovalError, ApprovalService, NotFound, PermissionDenied,
                                        Refusal, is_approver, is_requester)
 from gateway.audit import caller_text, escaped
@@ -52,8 +52,7 @@ def add_approvals_service(server: Any, app: Any) -> None:
 def record_to_proto(rec: ApprovalRecord, identity: Identity) -> pb.Approval:
     """The grant is shown only to the requesting agent. A record that fails validation is sent
     salvaged (``gateway.approvals.malformed``), marked by its last reason."""
-    if problem := record_problem(rec):
-        rec = salvaged(rec, problem)
+    rec = salvaged(rec)
     return pb.Approval(
         approval_id=rec.approval_id, status=str(rec.status), tenant=rec.tenant, agent=rec.agent, user=rec.user,
         run_id=rec.run_id, step=rec.step, tool=rec.tool, tool_version=rec.tool_version,

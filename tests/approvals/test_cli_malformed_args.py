@@ -125,24 +125,24 @@ def test_a_malformed_record_can_be_rejected(gateway, keys: Path, args_json: str)
 
 
 def test_a_record_the_gateway_cannot_read_whole_is_shown_marked_rejected_not_approved(gateway, keys: Path) -> None:
-    approval_id = damaged(gateway, 1e13, field="expires_at")  # past year 9999: no timestamp holds it
+    approval_id = damaged(gateway, "seven", field="step")  # not the integer the gateway writes
     text = toolgate(gateway, "approvals", "show", approval_id, key=APPROVER["alice"])
     assert text.returncode == 0, text.stderr
-    assert ("\nMALFORMED  the gateway could not read this stored request whole (expires_at: out of range): what it "
+    assert ("\nMALFORMED  the gateway could not read this stored request whole (step: not an integer (str)): what it "
             "could not read is blank; it may be rejected, not approved\n") in text.stdout
     assert "toolgate: malformed record" not in text.stdout  # the gateway's mark is not shown as a policy reason
     record = show_json(gateway, approval_id)
-    assert (record["record_malformed"], record["reasons"]) == ("expires_at: out of range", ["write tools need ops approval"])
+    assert (record["record_malformed"], record["reasons"]) == ("step: not an integer (str)", ["write tools need ops approval"])
     lines = toolgate(gateway, "approvals", "list", key=APPROVER["alice"])
     assert "MALFORMED-RECORD" in next(line for line in lines.stdout.splitlines() if line.startswith(approval_id))
     refused = sign(gateway, keys, "approve", approval_id)
     assert refused.returncode == EXIT["request_malformed"] == 3, refused.stderr
     assert refused.stderr.splitlines()[-1].startswith("toolgate: request_malformed: refusing to sign: the gateway "
-                                                      "could not read this stored request whole (expires_at: out of range)")
+                                                      "could not read this stored request whole (step: not an integer (str))")
     assert show_json(gateway, approval_id)["status"] == "pending"
     rejected = sign(gateway, keys, "reject", approval_id, "--reason", "damaged")
     assert rejected.returncode == 0, rejected.stderr
     assert rejected.stderr.startswith("NOTE  this request cannot be approved (the gateway could not read it whole: "
-                                      "expires_at: out of range)")
+                                      "step: not an integer (str))")
     assert show_json(gateway, approval_id)["status"] == "rejected"
     assert calls_recorded(gateway.tmp / "data" / "sandbox", "count_write") == 0

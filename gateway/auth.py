@@ -31,7 +31,6 @@ import contextvars
 import hashlib
 import hmac
 import time
-import uuid
 from typing import Any, Callable, Iterable
 
 import grpc
@@ -41,7 +40,7 @@ from gateway.audit import AuditLog
 from gateway.codes import Code
 from gateway.config import IdentityConfig
 from gateway.edge_limits import WrappedGeneric
-from gateway.models import Identity
+from gateway.models import Identity, new_decision_id
 
 REFUSALS_BURST, REFUSALS_PER_SECOND = 50, 10.0
 log = structlog.get_logger("toolgate.auth")
@@ -124,7 +123,7 @@ class RefusalAudit:
         """One record, flushed. A log that cannot be written (disk full, closed) is logged, never
         raised: the refusal still goes out, and its caller hears no exception text."""
         try:
-            self._audit.record(stage, decision_id=str(uuid.uuid4()), code=code, **fields)
+            self._audit.record(stage, decision_id=new_decision_id(), code=code, **fields)
             self._audit.flush()
         except Exception as exc:  # noqa: BLE001 - any failure of the log itself
             log.error("refusal_not_audited", stage=stage, code=code, error=type(exc).__name__)
@@ -239,7 +238,7 @@ def audit_request(audit: AuditLog, context: grpc.aio.ServicerContext, method: st
     """Audit a request answered at the edge, outside the pipeline (``stage``: ``request``, or the
     service's own, as the Approvals service's ``approval``; its code, the method, the peer, the
     caller if known; ``fields`` already safe to store); returns its decision id."""
-    decision_id = str(uuid.uuid4())
+    decision_id = new_decision_id()
     caller = {} if identity is None else {"tenant": identity.tenant, "agent": identity.agent, "user": identity.user}
     audit.record(stage, decision_id=decision_id, code=str(code), method=method, peer=context.peer(),
                  **caller, **fields)

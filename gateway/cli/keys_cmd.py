@@ -50,7 +50,8 @@ def run_grant(ns: argparse.Namespace) -> int:
     if problem is not None:
         return problem
     print(f"# grant key written to {path} (keep it secret: whoever reads it can sign grants)", file=sys.stderr)
-    print(f"# list it first in approvals.grant_keys on every replica: grant_keys: [{path}]", file=sys.stderr)
+    print(f"# list it first in approvals.grant_keys on every replica (a relative entry is taken from the data "
+          f"dir): grant_keys: [{path.resolve()}]", file=sys.stderr)
     return 0
 
 

@@ -55,7 +55,7 @@ def test_the_key_toolgate_keys_grant_makes_serves_a_gateway_on_postgres(tmp_path
     made = _cli("keys", "grant", "--out", str(key))
     assert made.returncode == 0, made.stderr
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
-    assert "approvals.grant_keys" in made.stderr
+    assert "approvals.grant_keys" in made.stderr and f"grant_keys: [{key.resolve()}]" in made.stderr
     gw = GatewayProcess(_config(tmp_path, key, kind="postgres", dsn=pg_dsn), data_dir=tmp_path / "data").start()
     gw.stop()
 
@@ -79,3 +79,11 @@ def test_a_gateway_on_sqlite_still_makes_its_own(tmp_path):
     with pytest.raises(ValueError, match="does not exist. With store.kind: postgres"):
         load_grant_keys(ApprovalsConfig.model_validate({"grant_keys": ["other.pem"]}), tmp_path, "gw", shared_store=True)
     assert not (tmp_path / "other.pem").exists()
+
+
+def test_keys_grant_names_the_file_as_the_config_must_list_it(tmp_path):
+    """A relative grant_keys entry is taken from the data dir, not from where the CLI ran: the
+    line to paste names the file absolutely."""
+    made = _cli("keys", "grant", "--out", "grant.pem", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert f"grant_keys: [{tmp_path.resolve() / 'grant.pem'}]" in made.stderr

@@ -202,6 +202,12 @@ class TLSConfig(_Strict):
     """If set, clients must present a certificate signed by this CA (mTLS)."""
 
 
+DEFAULT_MAX_THREADS = 16
+"""Worker threads for sync ``python`` tools per process (``gateway.executors.python``)."""
+DEFAULT_THREADS_PER_TENANT = 4
+"""The most of those threads one tenant's calls hold at once."""
+
+
 class LimitsConfig(_Strict):
     max_args_bytes: int = Field(default=256 * 1024, gt=0)
     """Largest accepted args_json."""
@@ -217,9 +223,9 @@ class LimitsConfig(_Strict):
     tenant_calls_per_minute: int = Field(default=0, ge=0)
     """Executions per tenant per minute over all its tools, across replicas (0: no tenant
     limit; tools keep their own ``rate_limit_per_minute``). Over it: ``rate_limited``."""
-    python_threads: int = Field(default=16, gt=0, le=1024)
+    python_threads: int = Field(default=DEFAULT_MAX_THREADS, gt=0, le=1024)
     """Worker threads for sync ``python`` tools, per process."""
-    python_threads_per_tenant: int = Field(default=4, gt=0)
+    python_threads_per_tenant: int = Field(default=DEFAULT_THREADS_PER_TENANT, gt=0)
     """The most of those one tenant's calls hold at once (running, waiting for a thread, or left
     running past a timeout); its further sync calls wait for one of its own to end. Tenants whose
     tools hang leave the others no thread only when ``python_threads / python_threads_per_tenant``
@@ -340,7 +346,7 @@ def load_config(path: str | os.PathLike[str], overrides: dict[str, Any] | None =
     """Read, validate and return the config; raise ConfigError naming file and field."""
     file = Path(path)
     try:
-        raw = yaml.safe_load(file.read_text())
+        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ConfigError(f"{file}: no such file") from exc
     except UnicodeDecodeError as exc:

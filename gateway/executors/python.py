@@ -30,12 +30,9 @@ import inspect
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
+from gateway.config import DEFAULT_MAX_THREADS, DEFAULT_THREADS_PER_TENANT
 from gateway.executors.base import ExecRequest, ExecResult
 
-DEFAULT_MAX_THREADS = 16
-"""Worker threads for sync python tools, shared by all of them."""
-DEFAULT_THREADS_PER_TENANT = 4
-"""The most of those threads one tenant's calls hold at once."""
 
 
 class PythonExecutor:
@@ -70,14 +67,16 @@ class PythonExecutor:
         fn = self._load(request.tool.executor.callable)
         args = dict(request.args)
         thread: Future[Any] | None = None
-        share: asyncio.Semaphore | None = None
+        waiting_share = False
         deadline = asyncio.timeout(request.timeout)
         try:
             async with deadline:
                 if _is_async(fn):
                     data = await fn(args, request)
                 else:
+                    waiting_share = True
                     share = await self._tenant_thread(request.tenant)
+                    waiting_share = False
                     thread = self._start(fn, args, request, share)
                     data = await asyncio.wrap_future(thread)  # cancelling it cancels a call not yet started
                     if inspect.isawaitable(data):  # a sync wrapper around an async tool: run what it handed back
@@ -87,7 +86,7 @@ class PythonExecutor:
         except TimeoutError as exc:
             if not deadline.expired():  # the tool's own TimeoutError
                 return ExecResult.failure(type(exc).__name__, str(exc), retryable=False)
-            if share is None and not _is_async(fn):
+            if waiting_share:
                 return ExecResult.failure("timeout", (
                     f"no result within {request.timeout:g}s: the {self._share} python threads this tenant may "
                     "hold were all taken (its tools still running, or left running past a timeout); "

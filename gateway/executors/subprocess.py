@@ -168,7 +168,7 @@ async def _run(argv: list[str], cwd: Path, env: dict[str, str], outputs: tuple[C
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
         )
     except OSError as exc:
-        return ExecResult.failure(Code.TOOL_ERROR.value, f"cannot start {argv[0]}: {exc.strerror}")
+        return ExecResult.failure(Code.TOOL_ERROR.value, str(SpawnFailed(argv[0], exc)))
     proc = asyncio.subprocess.Process(transport, protocol, loop)
     out, err = outputs
     readers = [asyncio.ensure_future(out.drain(proc.stdout)), asyncio.ensure_future(err.drain(proc.stderr))]

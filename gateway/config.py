@@ -113,6 +113,18 @@ class ToolConfig(_Strict):
     max_concurrency: int = Field(default=0, ge=0)
     """Concurrent executions of this tool in this process; 0 = unlimited."""
 
+    @model_validator(mode="after")
+    def _hosts_are_enforceable(self) -> "ToolConfig":
+        """A subprocess cannot be held to hosts: a descriptor narrowing one's egress is refused here,
+        not ignored at every call (``gateway.executors.base.unconfined_egress``)."""
+        if self.executor.kind == "subprocess" and self.constraints.get("hosts") is not None:
+            raise PydanticCustomError(
+                "hosts_unenforceable",
+                "tool '{name}': constraints.hosts cannot be enforced for a subprocess tool (a process "
+                "cannot be confined to hosts); remove it, or run the tool with the http executor",
+                {"name": self.name})
+        return self
+
     @field_validator("input_schema")
     @classmethod
     def _schema_is_enforceable(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping, Protocol, TypeVar
 
 import rfc8785
 
+from gateway.codes import Code
 from gateway.config import ToolConfig
 from gateway.models import ErrorInfo
 
@@ -94,6 +95,20 @@ class ExecResult:
     @classmethod
     def failure(cls, type_: str, message: str, *, retryable: bool = False, **kw: Any) -> "ExecResult":
         return cls(ok=False, error=ErrorInfo(type=type_, message=message, retryable=retryable), **kw)
+
+
+def unconfined_egress(request: ExecRequest, process: str) -> ExecResult | None:
+    """``egress_denied`` for a call whose egress is narrowed to hosts (``constraints.hosts``, the
+    descriptor's and the policy's; its credentials' hosts come from it too) when ``process``, which
+    the gateway would start, cannot be held to them; None when the call names no hosts. A narrowing
+    that cannot be enforced is refused, never ignored: the process and its credentials could reach
+    any host."""
+    if request.constraints.get("hosts") is None:
+        return None
+    return ExecResult.failure(Code.EGRESS_DENIED.value, (
+        f"this call may reach only the hosts its policy allows, and {process} cannot be confined to "
+        "hosts, so it was not started; a tool that must be narrowed to hosts runs with the http "
+        "executor (or an http MCP upstream)"))
 
 
 class Executor(Protocol):

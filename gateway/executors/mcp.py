@@ -25,7 +25,10 @@ An HTTP upstream is dialled like an HTTP tool (``gateway.executors.egress_backen
 name is resolved once and refused (``egress_denied``) if it resolves to a loopback, private,
 link-local or other non-public address, unless the upstream sets ``allow_private_network``;
 an IP literal in ``url`` is dialled as written. So a rebound name cannot carry the upstream's
-header credentials to the metadata service or another host inside the network.
+header credentials to the metadata service or another host inside the network. A call narrowed
+to hosts (``constraints.hosts``) goes to an HTTP upstream only if its own host is among them, and
+never to a stdio upstream: a process cannot be held to hosts, so the call is refused
+(``egress_denied``) before the server starts, rather than the narrowing ignored.
 
 What one call receives from its upstream is bounded by the upstream's ``max_output_bytes``
 (``DEFAULT_MAX_OUTPUT_BYTES``, 4 MiB): a stdio server's stdout and an HTTP server's response
@@ -69,7 +72,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.codes import Code
-from gateway.executors.base import ExecRequest, ExecResult, exception_in
+from gateway.executors.base import ExecRequest, ExecResult, exception_in, unconfined_egress
 from gateway.executors.capture import CappedOutput, captured_pipe
 from gateway.executors.egress_backend import CheckedBackend, Resolver, non_public_in, system_resolver
 from gateway.executors.http import EgressDenied, check_egress, narrowed_hosts
@@ -173,6 +176,9 @@ class McpExecutor:
         if upstream is None:
             return ExecResult.failure(Code.TOOL_ERROR.value, f"no MCP upstream named {ex.server!r}")
         remote = ex.remote_tool or request.tool.name
+        if upstream.transport == "stdio" and (refused := unconfined_egress(
+                request, f"the stdio MCP upstream {ex.server}")) is not None:
+            return refused
         if (denied := _outside_narrowed_hosts(upstream, request)) is not None:
             return ExecResult.failure(Code.EGRESS_DENIED.value, f"MCP upstream {ex.server}: {denied}")
         try:

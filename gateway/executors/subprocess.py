@@ -14,6 +14,10 @@
   It runs in a new session; stdin is closed; stdout and stderr are capped
   (``options.max_output_bytes``, default 1 MiB each; the rest is drained and dropped), the cut
   never splitting one of the call's secrets (``gateway.executors.capture``).
+- A call narrowed to hosts (``constraints.hosts``, the descriptor's or the policy's) is refused
+  ``egress_denied`` before anything starts: a process cannot be held to hosts, and a narrowing
+  that cannot be enforced is never ignored (a descriptor with ``constraints.hosts`` is refused at
+  load).
 - At the timeout the whole process group is killed (SIGKILL) — children too; the result is
   ``tool_timeout`` (error type ``timeout``). The call ends when the tool's process exits, even
   while a child it left still holds its output; any process left in the group is then killed
@@ -36,7 +40,7 @@ from typing import Any, Mapping
 
 from gateway.codes import Code
 from gateway.credentials import credential_files
-from gateway.executors.base import ExecRequest, ExecResult, number_text
+from gateway.executors.base import ExecRequest, ExecResult, number_text, unconfined_egress
 from gateway.executors.capture import CappedOutput, finish_readers
 
 DEFAULT_MAX_OUTPUT = 1024 * 1024
@@ -118,6 +122,8 @@ class SubprocessExecutor:
     """Stops at ``request.timeout`` itself (and cleans up)."""
 
     async def execute(self, request: ExecRequest) -> ExecResult:
+        if (refused := unconfined_egress(request, "a subprocess")) is not None:
+            return refused
         ex = request.tool.executor
         options = ex.options
         creds = request.credentials

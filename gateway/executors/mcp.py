@@ -41,7 +41,8 @@ gateway asks for ``identity``), and a stdio server past the limit is killed at o
 server runs in its own process group; at the session's end its stdin is closed, it gets two
 seconds to exit, then the group is killed with whatever the server left running in it. A
 stdio server that cannot be started (``command`` missing or not executable, ``cwd`` missing)
-is a ``tool_error`` that is not retryable, naming what is missing and the options to check.
+is a ``tool_error`` that is not retryable, naming what is missing and the options to check; one
+the gateway could not start for want of processes, open files or memory is a retryable one.
 
 A stdio upstream's stderr never reaches the gateway's own stderr or logs: it goes to a pipe read
 into a bounded buffer (``STDERR_CAP_BYTES``, cut so that no secret is split) and comes back as
@@ -270,8 +271,12 @@ def _upstream_failure(name: str, upstream: UpstreamConfig, exc: Exception) -> Ex
 
 
 def _not_started(name: str, upstream: UpstreamConfig, spawn: SpawnFailed) -> ExecResult:
-    """A stdio server that could not be started: the operator's to fix, so not retryable."""
-    log.warning("mcp_upstream_not_started", upstream=name, path=spawn.path, error=spawn.why)
+    """A stdio server that could not be started: the operator's to fix, so not retryable; unless
+    the gateway was short of processes, open files or memory (``SpawnFailed.transient``)."""
+    log.warning("mcp_upstream_not_started", upstream=name, path=spawn.path, error=spawn.why, transient=spawn.transient)
+    if spawn.transient:
+        return ExecResult.failure(Code.TOOL_ERROR.value, f"MCP upstream {name} could not be started now: {spawn.why} "
+                                  "(the gateway is short of processes, open files or memory)", retryable=True)
     where = f"mcp_upstreams.{name}.command" + (f" and .cwd ({upstream.cwd!r})" if upstream.cwd else "")
     return ExecResult.failure(
         Code.TOOL_ERROR.value, f"MCP upstream {name} could not be started: {spawn.path!r}: {spawn.why}. Check "

@@ -19,7 +19,8 @@ group is killed (SIGKILL), with whatever the server left running in it. A server
 budget is killed at once: nothing more is read from it. The server's exit is waited for as
 the event loop reports it (``gateway.executors.subprocess.ExitProtocol``), not polled. A
 server that cannot be started at all (``command`` missing or not executable, ``cwd`` missing)
-raises ``SpawnFailed``, which the executor reports as not retryable.
+raises ``SpawnFailed``, which the executor reports as not retryable (retryable when the gateway
+was only short of processes, open files or memory: ``SpawnFailed.transient``).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import re
@@ -140,15 +141,23 @@ class SubprocessExecutor:
             return await _run(argv, cwd, env, (out, err), request.timeout, options.get("output") == "json")
 
 
+_SHORT_OF = frozenset({errno.EAGAIN, errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+"""Start failures that say the gateway ran short (processes, open files, memory), not what it starts."""
+
+
 class SpawnFailed(Exception):
     """A process could not be started: ``path`` (its command, or its working folder) is missing
-    or may not be run, as ``why`` says. Starting it again cannot help."""
+    or may not be run, as ``why`` says, and starting it again cannot help; or, when ``transient``,
+    the gateway was short of processes, open files or memory, and a later attempt may succeed."""
 
     def __init__(self, command: str, error: OSError) -> None:
         self.command = command
-        self.path = str(error.filename or command)
+        self.transient = error.errno in _SHORT_OF
+        self.path = command if self.transient else str(error.filename or command)
         self.why = error.strerror or type(error).__name__
-        super().__init__(f"cannot start {command!r}: {self.path!r}: {self.why}")
+        super().__init__(f"cannot start {command!r}: {self.path!r}: {self.why}" if not self.transient else
+                         f"cannot start {command!r} now: {self.why} (the gateway is short of processes, open "
+                         "files or memory); a later attempt may succeed")
 
 
 class ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -174,7 +183,8 @@ async def _run(argv: list[str], cwd: Path, env: dict[str, str], outputs: tuple[C
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
         )
     except OSError as exc:
-        return ExecResult.failure(Code.TOOL_ERROR.value, str(SpawnFailed(argv[0], exc)))
+        spawn = SpawnFailed(argv[0], exc)
+        return ExecResult.failure(Code.TOOL_ERROR.value, str(spawn), retryable=spawn.transient)
     proc = asyncio.subprocess.Process(transport, protocol, loop)
     out, err = outputs
     readers = [asyncio.ensure_future(out.drain(proc.stdout)), asyncio.ensure_future(err.drain(proc.stderr))]

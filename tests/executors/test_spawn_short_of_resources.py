@@ -1,0 +1,52 @@
+"""A process the gateway could not start for want of open files is a retryable failure; a missing
+command stays a failure no retry can help (tests/executors/test_mcp.py has those cases)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import sys
+
+from gateway.executors.mcp import McpExecutor, parse_upstreams
+from gateway.executors.subprocess import SubprocessExecutor
+
+
+@contextlib.contextmanager
+def _no_more_files():
+    """The soft limit of open files at what is open now: the next pipe fails with EMFILE (real)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+async def test_a_subprocess_not_started_for_want_of_files_is_retryable(make_tool, make_request, tmp_path):
+    tool = make_tool("cmd", executor={"kind": "subprocess", "argv": [sys.executable, "-c", "print(1)"]})
+    request = make_request(tool)
+    (tmp_path / "sandbox" / "cmd").mkdir(parents=True)
+    with _no_more_files():
+        result = await SubprocessExecutor().execute(request)
+    assert not result.ok and result.error.type == "tool_error" and result.error.retryable, result
+    assert "Too many open files" in result.error.message and "later attempt" in result.error.message
+    again = await SubprocessExecutor().execute(request)  # with files to spare it runs
+    assert again.ok, again
+
+
+async def test_a_missing_command_is_still_not_retryable(make_tool, make_request):
+    tool = make_tool("cmd", executor={"kind": "subprocess", "argv": ["/nonexistent/prog"]})
+    result = await SubprocessExecutor().execute(make_request(tool))
+    assert not result.ok and not result.error.retryable and "/nonexistent/prog" in result.error.message
+
+
+async def test_a_stdio_mcp_upstream_not_started_for_want_of_files_is_retryable(make_tool, make_request):
+    executor = McpExecutor(parse_upstreams({"notes": {"transport": "stdio", "command": sys.executable,
+                                                      "args": ["-c", "pass"]}}))
+    tool = make_tool("notes_add", executor={"kind": "mcp", "server": "notes", "remote_tool": "add"})
+    with _no_more_files():
+        result = await executor.execute(make_request(tool, {"a": 1, "b": 2}))
+    assert not result.ok and result.error.type == "tool_error" and result.error.retryable, result
+    assert "could not be started now: Too many open files" in result.error.message

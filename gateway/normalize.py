@@ -15,6 +15,12 @@ A failed result's error message is the (scrubbed) message trimmed to ``ERROR_MES
 plus the tail of the tool's (scrubbed) stderr so an agent can see why it failed. The outcome
 code comes from the error type (``timeout`` → ``tool_timeout``, ``egress_denied``, otherwise
 ``tool_error``). Data nested deeper than the arguments' limit is kept as its JSON text.
+
+Data is made JSON before all this (``_jsonable``): a mapping key that is not text becomes text, and
+where that text equals another key of the same mapping it gets the first free ``#n`` suffix (n = 2,
+3, ...; ``scrub.distinct_keys``), so no value is lost: ``{1: "x", "1": "y"}`` gives
+``{"1#2": "x", "1": "y"}``. A key that was text keeps its name; the suffix comes before scrubbing
+and flagging, which see every key and value.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from gateway.codes import Code
 from gateway.executors.base import ExecResult
 from gateway.injection import injection_flags
 from gateway.models import CallContext, ErrorInfo, Observation, Provenance
-from gateway.scrub import Scrubber, bytes_to_text
+from gateway.scrub import Scrubber, bytes_to_text, distinct_keys
 
 SUMMARY_CHARS = 200
 STDERR_TAIL_CHARS = 2000
@@ -102,9 +108,11 @@ def _jsonable(data: Any) -> Any:
 
     Data that is plain already (the usual case) is used as it is: the scrubber copies it anyway.
     Otherwise a copy: bytes (values and keys) as the text they hold (``bytes_to_text``), tuples and
-    sets as lists, other keys and objects as their ``str``. Never a ``repr`` of the whole: in it a
-    byte string is written as escapes that no form of a secret matches. Data nested deeper than
-    ``MAX_DEPTH`` becomes its JSON text (one string: walking it could exhaust the stack)."""
+    sets as lists, other keys and objects as their ``str``; a key whose text another key of its
+    mapping has too is suffixed (``_mapping``), so no value is lost. Never a ``repr`` of the whole:
+    in it a byte string is written as escapes that no form of a secret matches. Data nested deeper
+    than ``MAX_DEPTH`` becomes its JSON text (one string: walking it could exhaust the stack), in
+    which keys that collide are all written, as JSON allows."""
     if _plain(data, 0):
         return data
     try:
@@ -122,26 +130,38 @@ class _TooDeep(Exception):
 
 def _copy(value: Any, depth: int) -> Any:
     if type(value) in _SCALARS:
-        return value
+        return value if type(value) is not int or value.bit_length() <= _LONG_INT_BITS else _long_int(value)
     if isinstance(value, (bytes, bytearray)):
         return bytes_to_text(bytes(value))
     if depth > MAX_DEPTH:
         raise _TooDeep
     if isinstance(value, dict):
-        return {_key(k, depth): _copy(v, depth + 1) for k, v in value.items()}
+        return _mapping(value, depth)
     if isinstance(value, (list, tuple, set, frozenset)):
         return [_copy(v, depth + 1) for v in value]
     return _text_of(value)
 
 
+def _mapping(value: dict[Any, Any], depth: int) -> dict[str, Any]:
+    """``value`` with text keys (``_key``), every value kept: a converted key whose text another key
+    has too gets a ``#n`` suffix (``distinct_keys``; a ``str`` key keeps its name)."""
+    items = list(value.items())
+    keys = distinct_keys([_key(k, depth) for k, _ in items], [type(k) is not str for k, _ in items])
+    return {key: _copy(item, depth + 1) for key, (_, item) in zip(keys, items)}
+
+
 def _key(key: Any, depth: int) -> str:
-    """A mapping key as text: JSON's own form for a scalar (``1``, ``true``, ``null``)."""
+    """A mapping key as text: JSON's own form for a scalar (``1``, ``true``, ``null``, ``NaN``), a
+    tuple's JSON text (``["a", 2]``), else ``_text_of``."""
     if isinstance(key, str):
-        return str(key)
-    if type(key) in _SCALARS:
-        return json.dumps(key)
-    if isinstance(key, (tuple, frozenset)):
-        return json.dumps(_copy(key, depth + 1), ensure_ascii=False)
+        return str.__str__(key)  # the text itself, whatever a str subclass's __str__ says
+    try:
+        if type(key) in _SCALARS:
+            return json.dumps(key)
+        if isinstance(key, (tuple, frozenset)):
+            return json.dumps(_copy(key, depth + 1), ensure_ascii=False)
+    except ValueError:  # an int too long to write in decimal
+        pass
     return _text_of(key)
 
 
@@ -150,12 +170,26 @@ def _text_of(value: Any) -> str:
     if isinstance(value, (bytes, bytearray)):
         return bytes_to_text(bytes(value))
     try:
-        return str(value)
+        return str.__str__(str(value))  # exact text: str() passes on a str subclass __str__ returns
     except Exception:  # noqa: BLE001 - a tool's object whose __str__ fails
         return f"<{type(value).__name__} that cannot be shown>"
 
 
 _SCALARS = (str, int, float, bool, type(None))
+
+_LONG_INT_BITS = 12_000
+"""Ints longer than this may be past what Python writes in decimal (``sys.get_int_max_str_digits``,
+4,300 digits ~ 14,284 bits by default): ``_long_int`` checks them."""
+
+
+def _long_int(value: int) -> int | str:
+    """A long int as it is if it can be written as JSON, else a text saying what it was: JSON
+    encoding would raise at every later step (capping, the response, the stored outcome)."""
+    try:
+        str(value)
+    except ValueError:
+        return f"<int of {value.bit_length()} bits that cannot be shown>"
+    return value
 
 
 def _plain(value: Any, depth: int) -> bool:
@@ -163,7 +197,7 @@ def _plain(value: Any, depth: int) -> bool:
     (the arguments' limit)."""
     kind = type(value)
     if kind in _SCALARS:
-        return True
+        return kind is not int or value.bit_length() <= _LONG_INT_BITS
     if depth > MAX_DEPTH:
         return False
     if kind is dict:

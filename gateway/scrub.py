@@ -14,8 +14,9 @@ Two layers, both counted in ``redactions``:
 
 JSON structures are walked: strings in keys and values are scrubbed. A number whose decimal form
 contains an all-digit secret (a PIN, a numeric API key) is replaced by ``[REDACTED]``; other
-numbers and booleans are left alone. A scrubbed key that collides with another key gets a ``#n``
-suffix so nothing is silently dropped.
+numbers and booleans are left alone. A key the scrubber changed that then equals another key gets
+the first free ``#n`` suffix (``distinct_keys``), so nothing is silently dropped; a key it left
+alone keeps its name.
 
 Output that must be cut to a size (an executor's cap) is cut with ``Scrubber.cut`` *before*
 scrubbing, at a point that splits no secret: the scrubber only recognises whole secrets, so a
@@ -163,21 +164,28 @@ class Scrubber:
         return value, count
 
     def data(self, value: Any) -> tuple[Any, int]:
-        """A JSON-like structure with every string (keys and values) scrubbed."""
+        """A copy of JSON data with every string (keys and values) scrubbed, and the number of replacements.
+
+        ``value`` must be JSON data as ``normalize._jsonable`` makes of a tool's result (its only
+        caller): dicts with ``str`` keys, lists, ``str``, ``int``, ``float``, ``bool``, ``None``.
+        Anything else (a tuple, bytes, a key that is not text) raises ``TypeError``: passed through
+        unread, it could carry a secret out."""
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
             return self._mapping(value)
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, list):
             out, total = [], 0
             for item in value:
                 clean, n = self.data(item)
                 out.append(clean)
                 total += n
             return out, total
-        if isinstance(value, (bytes, bytearray)):
-            return self.data(bytes_to_text(bytes(value)))
-        if self._digit_secrets and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value is None or isinstance(value, bool):
+            return value, 0
+        if not isinstance(value, (int, float)):
+            raise TypeError(f"Scrubber.data takes JSON data, not {type(value).__name__}")
+        if self._digit_secrets:
             try:
                 digits = str(value)
             except ValueError:  # an int too long to write in decimal: it cannot be checked
@@ -186,14 +194,21 @@ class Scrubber:
                 return REDACTED, 1
         return value, 0
 
-    def _mapping(self, value: dict[Any, Any]) -> tuple[dict[Any, Any], int]:
-        out: dict[Any, Any] = {}
-        total = 0
-        for key, item in value.items():
-            clean_key, n = self.text(key) if isinstance(key, str) else (key, 0)
+    def _mapping(self, value: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        items = list(value.items())
+        keys, changed, total = [], [], 0
+        for key, _ in items:
+            if not isinstance(key, str):
+                raise TypeError(f"Scrubber.data takes text keys, not {type(key).__name__}")
+            clean, n = self.text(key)
+            keys.append(clean)
+            changed.append(clean != key)
             total += n
-            clean_key = _unique_key(out, clean_key)
-            out[clean_key], n = self.data(item)
+        if total:  # a key was scrubbed: it may now equal another
+            keys = distinct_keys(keys, changed)
+        out: dict[str, Any] = {}
+        for key, (_, item) in zip(keys, items):
+            out[key], n = self.data(item)
             total += n
         return out, total
 
@@ -215,13 +230,28 @@ def _keep_prefix(match: re.Match[str]) -> str:
     return (groups[0] if groups else "") + REDACTED
 
 
-def _unique_key(existing: dict[Any, Any], key: Any) -> Any:
-    if key not in existing:
-        return key
-    n = 2
-    while f"{key}#{n}" in existing:
-        n += 1
-    return f"{key}#{n}"
+def distinct_keys(keys: Sequence[str], renamed: Sequence[bool]) -> list[str]:
+    """``keys`` (a mapping's, in order) made distinct, so that no value is lost when they become its keys.
+
+    A key not ``renamed`` (as the tool wrote it) stays as it is: those must be distinct already. A
+    renamed one (converted to text, or scrubbed) that equals any unrenamed key or an earlier key gets
+    the first free ``#n`` suffix, n = 2, 3, ...: ``{1: a, "1": b}`` gives ``{"1#2": a, "1": b}``, and
+    with a ``"1#2"`` of the tool's own as well, ``"1#3"``. Linear time however many collide: for each
+    key the next n to try is remembered, so no suffix is tried twice."""
+    taken = {key for key, r in zip(keys, renamed) if not r}
+    next_n: dict[str, int] = {}
+    out = []
+    for key, r in zip(keys, renamed):
+        if r:
+            if key in taken:
+                n = next_n.get(key, 2)
+                while f"{key}#{n}" in taken:
+                    n += 1
+                next_n[key] = n + 1
+                key = f"{key}#{n}"
+            taken.add(key)
+        out.append(key)
+    return out
 
 
 def bytes_to_text(raw: bytes) -> str:

@@ -15,7 +15,6 @@ After ``close()`` (or leaving the client's ``with`` / ``async with`` block) ever
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import math
 import os
 import time
@@ -23,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gateway.channel_checks import api_key_problem, client_pair_problem, on_this_machine
 from runtime_client._errors import (
     ApprovalTimeoutError,
     ClientClosedError,
@@ -40,36 +40,6 @@ risk or description, can go unseen. A removed tool or changed schema shows soone
 STALE_VIEW_CODES = frozenset({"unknown_tool", "invalid_arguments"})
 """Refusals that may mean the cached tool list is out of date: the next ``list_tools`` asks."""
 GRANTED_STATUSES = frozenset({"approved", "executed"})
-
-
-def on_this_machine(target: str) -> bool:
-    """A loopback address, ``localhost`` or a Unix socket (``unix:``), port or not."""
-    if target.startswith(("unix:", "unix-abstract:")):
-        return True
-    host = target.rsplit(":", 1)[0] if target.count(":") == 1 or target.startswith("[") else target
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def api_key_problem(api_key: str) -> str:
-    """Why gRPC metadata cannot carry ``api_key`` ("" when it can): printable ASCII only."""
-    if all(" " <= c <= "~" for c in api_key):
-        return ""
-    return "the API key holds a control character or a character beyond ASCII, which gRPC metadata cannot carry: " \
-           "check it for a stray character"
-
-
-def client_pair_problem(key: str, cert: str) -> str:
-    """Why a client key and certificate (file names, "" for none) cannot be used: one without the other
-    ("" when both or neither are given). gRPC would take either alone, and then send no certificate."""
-    if bool(key) == bool(cert):
-        return ""
-    return "a client certificate needs its private key, and a key its certificate: give both, or neither"
 
 
 def _credentials(target: str, credentials: Any, insecure: bool) -> Any:

@@ -23,6 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from gateway.config import Config, ConfigError
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$"
+MIN_APPROVAL_LIFETIME, MAX_APPROVAL_LIFETIME = 60, 86400
+"""The bounds of ``max_approval_lifetime_seconds``: every gateway accepts an approver token living
+``MIN_APPROVAL_LIFETIME`` seconds or less, none one living more than ``MAX_APPROVAL_LIFETIME``."""
+DEFAULT_APPROVAL_LIFETIME = 3600
+"""The default ``max_approval_lifetime_seconds``."""
 
 
 class _Strict(BaseModel):
@@ -63,7 +68,8 @@ class ApprovalsConfig(_Strict):
     """Lifetime of an issued grant (never beyond the request's expiry)."""
     clock_skew_seconds: int = Field(default=30, ge=0, le=300)
     """Tolerated clock difference when checking iat/nbf/exp."""
-    max_approval_lifetime_seconds: int = Field(default=3600, ge=60, le=86400)
+    max_approval_lifetime_seconds: int = Field(default=DEFAULT_APPROVAL_LIFETIME, ge=MIN_APPROVAL_LIFETIME,
+                                               le=MAX_APPROVAL_LIFETIME)
     """An approver's token may not be valid for longer than this (exp - iat)."""
     watch_queue_size: int = Field(default=256, ge=8, le=65536)
     """Events buffered per Watch stream before a slow watcher is dropped."""

@@ -127,17 +127,48 @@ def load_grant_keys(cfg: ApprovalsConfig, data_dir: Path, gateway_id: str, *, sh
 
 
 def _read_grant_key(path: Path) -> bytes:
-    """The key file's bytes, its mode checked on the file that is read: whoever can read a grant
-    key can sign grants (run any call as approved), whoever can write it can put their own in
-    its place. So others may do neither, and its group may at most read it (a key shared with
-    the gateway's group, as a mounted secret can be); ValueError otherwise."""
+    """The key file's bytes (``read_key_file``): whoever can read a grant key can sign grants (run
+    any call as approved), whoever can write it can put their own in its place. So others may do
+    neither, and its group may at most read it (a key shared with the gateway's group, as a
+    mounted secret can be); ValueError otherwise."""
+    try:
+        return read_key_file(path, group_may_read=True)
+    except KeyFileExposed as exc:
+        raise ValueError(f"grant key {path}: mode {exc.mode:o} lets {exc.who} read or write it, and whoever can "
+                         f"read it can sign grants; run chmod 600 {path}") from None
+
+
+class KeyFileExposed(ValueError):
+    """Raised by ``read_key_file``: the mode of a private key file lets ``who`` ("others" or "its
+    group") ``access`` it ("write": put their key in its place; "read": sign with it)."""
+
+    def __init__(self, path: str | os.PathLike[str], mode: int, who: str, access: str) -> None:
+        super().__init__(f"{os.fspath(path)}: mode {mode:o} lets {who} {access} it")
+        self.path, self.mode, self.who, self.access = path, mode, who, access
+
+
+def read_key_file(path: str | os.PathLike[str], *, group_may_read: bool = False,
+                  encrypted_may_be_read: bool = False) -> bytes:
+    """The bytes of a private key file, its mode checked on the file that is read (``fstat`` of
+    the open file, so a file swapped in after a check is not read unchecked). ``KeyFileExposed``
+    when its group or others may write it (checked before reading), or read it: unless
+    ``group_may_read`` (its group may), or ``encrypted_may_be_read`` and it is encrypted
+    (``pem_encrypted``: a copy is no use without the passphrase). POSIX only: elsewhere files
+    have no such mode, and none is refused. ``OSError`` when it cannot be read."""
     with open(path, "rb") as f:
-        mode = os.fstat(f.fileno()).st_mode & 0o777
-        if os.name == "posix" and mode & 0o026:
-            who = "others" if mode & 0o006 else "its group"
-            raise ValueError(f"grant key {path}: mode {mode:o} lets {who} read or write it, and whoever can read it "
-                             f"can sign grants; run chmod 600 {path}")
-        return f.read()
+        mode = os.fstat(f.fileno()).st_mode & 0o777 if os.name == "posix" else 0
+        if mode & 0o022:
+            raise KeyFileExposed(path, mode, "others" if mode & 0o002 else "its group", "write")
+        pem = f.read()
+        readers = mode & (0o004 if group_may_read else 0o044)
+        if readers and not (encrypted_may_be_read and pem_encrypted(pem)):
+            raise KeyFileExposed(path, mode, "others" if readers & 0o004 else "its group", "read")
+        return pem
+
+
+def pem_encrypted(pem: bytes) -> bool:
+    """Whether the PEM header says the key is encrypted (PKCS#8, or traditional OpenSSL)."""
+    return b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in pem or b"Proc-Type: 4,ENCRYPTED" in pem
 
 
 def load_private_key(pem: bytes, passphrase: bytes | None = None) -> Ed25519PrivateKey:

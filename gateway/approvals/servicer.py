@@ -25,7 +25,7 @@ import grpc
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.approvals.follow import Follower
-from gateway.approvals.malformed import salvaged
+from gateway.approvals.malformed import record_problem, salvaged
 from gateway.approvals.service import (MAX_REASON, ApprovalError, ApprovalService, NotFound, PermissionDenied,
                                        Refusal, is_approver, is_requester)
 from gateway.audit import caller_text, escaped
@@ -51,8 +51,11 @@ def add_approvals_service(server: Any, app: Any) -> None:
 
 def record_to_proto(rec: ApprovalRecord, identity: Identity) -> pb.Approval:
     """The grant is shown only to the requesting agent. A record that fails validation is sent
-    salvaged (``gateway.approvals.malformed``), marked by its last reason."""
-    rec = salvaged(rec)
+    salvaged (``gateway.approvals.malformed``) with ``damage`` saying what is wrong: clients read
+    that field, never a reason's text (a policy's reason may look like the mark ``salvaged``
+    adds as the last reason, kept there for clients older than the field)."""
+    damage = record_problem(rec)
+    rec = salvaged(rec) if damage else rec
     return pb.Approval(
         approval_id=rec.approval_id, status=str(rec.status), tenant=rec.tenant, agent=rec.agent, user=rec.user,
         run_id=rec.run_id, step=rec.step, tool=rec.tool, tool_version=rec.tool_version,
@@ -61,6 +64,7 @@ def record_to_proto(rec: ApprovalRecord, identity: Identity) -> pb.Approval:
         expires_at=_ts(rec.expires_at), approvers=list(rec.approvers), rejection_reason=rec.rejection_reason,
         risk=pb.Risk(**{k: str(v) for k, v in rec.risk.items() if k in ("side_effect", "reversibility", "data_sensitivity")}),
         grant=rec.grant if is_requester(identity, rec) else "", decision_id=rec.decision_id, audience=rec.audience,
+        damage=damage,
     )
 
 

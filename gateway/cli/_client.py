@@ -12,8 +12,8 @@ from pathlib import Path
 import grpc
 
 from gateway.cli._errors import CliError
+from gateway.channel_checks import api_key_problem, client_pair_problem, on_this_machine
 from gateway.terminal import shown
-from runtime_client._client import api_key_problem, client_pair_problem, on_this_machine
 
 EXIT_TRANSPORT = 6
 EXIT_REFUSED = 3

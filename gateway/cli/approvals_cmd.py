@@ -4,8 +4,9 @@
 from the arguments they display (strict JSON, RFC 8785) and sign that hash, never one they
 were merely told. ``approve`` refuses to sign a request it cannot show exactly: the server's
 hash differs, or the arguments are not strict JSON (shown escaped and marked MALFORMED), or the
-gateway could not read the stored request whole (a damaged store: it sends it salvaged, its
-last reason ``gateway.approvals.malformed.MALFORMED_REASON``; shown marked MALFORMED). Such a
+gateway could not read the stored request whole (a damaged store: it sends it salvaged, saying
+what is wrong in its ``damage`` field; shown marked MALFORMED; the gateway refuses to approve it
+in any case). Such a
 request can still be rejected: ``reject`` says so and binds the rejection to the gateway's
 args hash (a rejection can only refuse the call). Then they ask before signing (``--yes``: do
 not ask). The token is valid for ``--lifetime`` seconds (default 600), which must not exceed
@@ -16,10 +17,10 @@ without an event with status S, 2 bad usage or key, 3 refused (by the gateway, a
 mismatch, or not confirmed), 6 transport/auth.
 
 What a request shows comes from the agent (run id, arguments) or from policy (reasons), so
-every field is printed with control and format characters escaped: an agent cannot draw a
-different review on the approver's terminal (new lines, escape sequences, bidi overrides);
-so are the gateway's error details. Errors print ``toolgate: <code>: <message>``
-(``gateway.cli._errors``).
+every field is printed with control and format characters escaped (``gateway.cli._approvals_view``):
+an agent cannot draw a different review on the approver's terminal (new lines, escape
+sequences, bidi overrides); so are the gateway's error details. Errors print
+``toolgate: <code>: <message>`` (``gateway.cli._errors``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import os
 import sys
 import time
 import uuid
-from datetime import datetime, timezone
 from typing import Any
 
 import grpc
@@ -41,20 +41,21 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.approvals import tokens
-from gateway.approvals.keyring import SigningKey, key_labels, load_private_key
-from gateway.approvals.malformed import MALFORMED_REASON
+from gateway.approvals.config import DEFAULT_APPROVAL_LIFETIME, MAX_APPROVAL_LIFETIME, MIN_APPROVAL_LIFETIME
+from gateway.approvals.keyring import (KeyFileExposed, SigningKey, key_labels, load_private_key, pem_encrypted,
+                                       read_key_file)
 from gateway.approvals.service import MAX_REJECTION_REASON
-from gateway.arguments import ArgumentsError, args_hash, parse_strict
+from gateway.arguments import args_hash
+from gateway.cli._approvals_view import approval_dict, describe, list_line, parsed_args, record_malformed
 from gateway.cli._client import add_target_options, channel, metadata, report_refusal, report_rpc_error
 from gateway.cli._errors import CliError, fail, report
 from gateway.terminal import shown
 
 EXIT_USAGE = 2
-MAX_ARGS = 16 * 1024 * 1024
 APPROVAL_LIFETIME = 600  # seconds, the default --lifetime
-# approvals.max_approval_lifetime_seconds is 60..86400 (gateway.approvals.config): every gateway
-# accepts a token of 60 s or less, none one of more than 86400 s
-ALWAYS_ACCEPTED, MAX_LIFETIME = 60, 86400
+# the bounds of approvals.max_approval_lifetime_seconds: every gateway accepts a token living
+# ALWAYS_ACCEPTED seconds or less, none one living more than MAX_LIFETIME
+ALWAYS_ACCEPTED, MAX_LIFETIME = MIN_APPROVAL_LIFETIME, MAX_APPROVAL_LIFETIME
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -86,7 +87,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         v.add_argument("--lifetime", default=str(APPROVAL_LIFETIME), metavar="SECONDS",
                        help=f"seconds the signed token stays valid (default {APPROVAL_LIFETIME}, never past the "
                        "request's expiry); a gateway refuses a token living longer than its "
-                       "approvals.max_approval_lifetime_seconds (default 3600) with approval_lifetime_out_of_range, "
+                       f"approvals.max_approval_lifetime_seconds (default {DEFAULT_APPROVAL_LIFETIME}) with "
+                       "approval_lifetime_out_of_range, "
                        "naming it (an older gateway: with invalid_approval); "
                        f"{ALWAYS_ACCEPTED} is always accepted")
         v.add_argument("--yes", action="store_true",
@@ -120,10 +122,7 @@ def run_list(ns: argparse.Namespace) -> int:
         print(json.dumps([approval_dict(a) for a in resp.approvals], indent=2))
         return 0
     for a in resp.approvals:
-        malformed = "  MALFORMED-RECORD" if record_malformed(a) else ""
-        malformed = malformed or ("  MALFORMED-ARGS" if parsed_args(a)[0] is None else "")
-        print(shown(f"{a.approval_id}  {a.status:<9} {a.tool:<16} agent={a.agent} groups={','.join(a.groups_any)} "
-                    f"quorum={len(a.approvers)}/{a.quorum} expires={_when(a.expires_at.seconds)}{malformed}"))
+        print(list_line(a))
     return 0
 
 
@@ -207,7 +206,8 @@ def _check_reason(reason: str) -> None:
 def _hash_to_sign(a: pb.Approval, typ: str) -> str:
     """The args hash to sign: the one recomputed from the arguments shown. A request that cannot
     be approved (its arguments not strict JSON or not hashing to the gateway's hash, or the
-    gateway could not read it whole) is refused (``CliError``), unless this is a rejection."""
+    gateway says it could not read it whole: its ``damage`` field) is refused (``CliError``),
+    unless this is a rejection."""
     mine, problem = recompute_hash(a)
     malformed = record_malformed(a)
     if typ == tokens.TYP_REJECTION and (problem or malformed):
@@ -262,35 +262,6 @@ def _claims(ns: argparse.Namespace, a: pb.Approval, mine: str, typ: str, lifetim
     return claims
 
 
-def record_malformed(a: pb.Approval) -> str:
-    """What the gateway found wrong with the stored request when it could not read it whole
-    (its last reason, ``MALFORMED_REASON`` + the problem); "" for a request read whole."""
-    last = a.reasons[-1] if a.reasons else ""
-    return last[len(MALFORMED_REASON):] if last.startswith(MALFORMED_REASON) else ""
-
-
-def _reasons(a: pb.Approval) -> list[str]:
-    """The policy's reasons: without the gateway's malformed mark (shown on a line of its own)."""
-    return list(a.reasons[:-1] if record_malformed(a) else a.reasons)
-
-
-def parsed_args(a: pb.Approval) -> tuple[dict[str, Any] | None, str]:
-    """(the request's arguments, "") when they are strict JSON (numbers as hashed), else (None,
-    why not). Only those can be shown exactly (``json.loads`` would keep the last of two equal
-    keys, say), so only those are shown as JSON or signed; the others are shown escaped, marked."""
-    try:
-        return parse_strict(a.args_json, max_bytes=MAX_ARGS), ""
-    except ArgumentsError as exc:
-        return None, str(exc)
-
-
-def _raw_args(a: pb.Approval) -> str:
-    """Malformed arguments as received, in ASCII: a character beyond it as ``\\uXXXX`` (or
-    ``\\UXXXXXXXX``), a byte that is not UTF-8 as ``\\xNN``."""
-    text = a.args_json.decode("utf-8", "backslashreplace")
-    return "".join(c if c.isascii() else f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}" for c in text)
-
-
 def recompute_hash(a: pb.Approval) -> tuple[str, str]:
     """(my hash of the displayed arguments, problem or ""); no hash when they are not strict JSON."""
     args, problem = parsed_args(a)
@@ -330,7 +301,7 @@ def _passphrase(var: str) -> bytes | None:
 def _private_key(ns: argparse.Namespace, pem: bytes, passphrase: bytes | None) -> Ed25519PrivateKey:
     """The key in ``pem``; whether it is encrypted is read from its PEM header, so a missing,
     needless or wrong passphrase each get their own code."""
-    encrypted = _encrypted(pem)
+    encrypted = pem_encrypted(pem)
     if encrypted and passphrase is None:
         raise CliError("key_passphrase_needed", f"{ns.key} is encrypted: pass --passphrase-env VAR")
     if passphrase is not None and not encrypted:
@@ -345,28 +316,20 @@ def _private_key(ns: argparse.Namespace, pem: bytes, passphrase: bytes | None) -
                        "make one with `toolgate keys new`") from exc
 
 
-def _encrypted(pem: bytes) -> bool:
-    """Whether the PEM header says the key is encrypted (PKCS#8, or traditional OpenSSL)."""
-    return b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in pem or b"Proc-Type: 4,ENCRYPTED" in pem
-
-
 def _read_key_file(path: str) -> bytes:
-    """The key file's bytes, checked on the file that is read; refused when its group or others
-    may write it (whoever can write it can put their key in the approver's place), or read it
-    while it is not encrypted (whoever can read it can sign as the approver)."""
+    """The key file's bytes (``read_key_file``, which checks its mode on the file that is read);
+    refused when its group or others may write it (whoever can write it can put their key in the
+    approver's place), or read it while it is not encrypted (whoever can read it can sign as the
+    approver)."""
     try:
-        with open(path, "rb") as f:
-            mode = os.fstat(f.fileno()).st_mode
-            if os.name == "posix" and mode & 0o022:
-                raise CliError("key_file_writable", f"{path}: {'others' if mode & 0o002 else 'its group'} may "
-                               f"write it (mode {mode & 0o777:o}), so it cannot be trusted; run chmod 600 {path}")
-            pem = f.read()
-            if os.name == "posix" and mode & 0o044 and not _encrypted(pem):
-                raise CliError("key_file_readable", f"{path}: {'others' if mode & 0o004 else 'its group'} may "
-                               f"read this unencrypted private key (mode {mode & 0o777:o}), so they could sign as "
-                               f"you; run chmod 600 {path}, or use a key encrypted with a passphrase "
-                               "(`toolgate keys new --passphrase-env VAR` makes one)")
-            return pem
+        return read_key_file(path, encrypted_may_be_read=True)
+    except KeyFileExposed as exc:
+        if exc.access == "write":
+            raise CliError("key_file_writable", f"{path}: {exc.who} may write it (mode {exc.mode:o}), so it cannot "
+                           f"be trusted; run chmod 600 {path}") from None
+        raise CliError("key_file_readable", f"{path}: {exc.who} may read this unencrypted private key (mode "
+                       f"{exc.mode:o}), so they could sign as you; run chmod 600 {path}, or use a key encrypted "
+                       "with a passphrase (`toolgate keys new --passphrase-env VAR` makes one)") from None
     except FileNotFoundError:
         raise CliError("key_file_not_found", f"{path}: no such file (--key)") from None
     except OSError as exc:
@@ -391,66 +354,3 @@ def run_watch(ns: argparse.Namespace) -> int:
         return fail("watch_ended", f"no event with status {ns.until!r} within --timeout {ns.timeout:g}s "
                     "(raise --timeout, or check the status with `toolgate approvals show`)")
     return 0
-
-
-def approval_dict(a: pb.Approval) -> dict[str, Any]:
-    """The request as JSON. Arguments that are not strict JSON are ``args: null`` with
-    ``args_malformed`` (why) and ``args_raw`` (as received, escaped: ``_raw_args``)."""
-    args, problem = parsed_args(a)
-    malformed = {"args_malformed": problem, "args_raw": _raw_args(a)} if args is None else {}
-    if record_malformed(a):
-        malformed["record_malformed"] = record_malformed(a)
-    return {
-        "approval_id": a.approval_id, "status": a.status, "tenant": a.tenant, "agent": a.agent, "user": a.user,
-        "run_id": a.run_id, "step": a.step, "tool": a.tool, "tool_version": a.tool_version,
-        "args": args, **malformed, "args_hash": a.args_hash, "reasons": _reasons(a),
-        "groups_any": list(a.groups_any), "quorum": a.quorum, "approvers": list(a.approvers),
-        "risk": {"side_effect": a.risk.side_effect, "reversibility": a.risk.reversibility,
-                 "data_sensitivity": a.risk.data_sensitivity},
-        "created_at": _iso(a.created_at.seconds), "expires_at": _iso(a.expires_at.seconds),
-        "rejection_reason": a.rejection_reason, "grant": a.grant, "decision_id": a.decision_id, "audience": a.audience,
-    }
-
-
-def describe(a: pb.Approval) -> str:
-    """What an approver reads before signing. Non-ASCII is escaped so lookalikes show."""
-    args, problem = parsed_args(a)
-    arguments = shown(_raw_args(a)) if args is None else json.dumps(args, indent=2, ensure_ascii=True, sort_keys=True)
-    lines = [shown(line) for line in (
-        f"approval   {a.approval_id}  [{a.status}]  gateway {a.audience}",
-        f"tool       {a.tool} (version {a.tool_version})",
-        f"risk       side_effect={a.risk.side_effect} reversibility={a.risk.reversibility} "
-        f"data_sensitivity={a.risk.data_sensitivity}",
-        f"requested  by agent {a.agent or '-'} for user {a.user or '-'} (tenant {a.tenant})",
-        f"run        {_quoted(a.run_id)} step {a.step}",  # the agent's own label: quoted, on its own line
-        *[f"reason     {r}" for r in _reasons(a)],
-        f"needs      {a.quorum} approver(s) from {', '.join(a.groups_any)}; so far: {', '.join(a.approvers) or 'none'}",
-        f"expires    {_iso(a.expires_at.seconds)} ({_when(a.expires_at.seconds)})",
-        f"args_hash  {a.args_hash}",
-    )]
-    if a.rejection_reason:
-        lines.append(shown(f"rejected   {a.rejection_reason}"))
-    if record_malformed(a):
-        lines.append(shown(f"MALFORMED  the gateway could not read this stored request whole ({record_malformed(a)}): "
-                           "what it could not read is blank; it may be rejected, not approved"))
-    if args is None:
-        lines.append(shown(f"MALFORMED  the arguments are not strict JSON ({problem}): shown as received, escaped, "
-                           "on one line; they cannot be approved, only rejected"))
-    elif not a.args_json.isascii():
-        lines.append("WARNING    the arguments contain non-ASCII characters (shown escaped): check for lookalikes")
-    return "\n".join(lines + ["arguments:", arguments])
-
-
-def _quoted(text: str) -> str:
-    """``text`` in double quotes, its quotes and backslashes escaped: where a label the agent
-    chose (spaces padding it to look like a line of its own, say) begins and ends stays visible."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _iso(epoch: int) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _when(epoch: int) -> str:
-    left = int(epoch - time.time())
-    return f"in {left // 60}m {left % 60}s" if left > 0 else "expired"

@@ -64,7 +64,7 @@ STAND_IN = {"tool": "", "step": 0, "reasons": [], "expires_at": Timestamp(), "ri
 
 
 def salvaged(whole: pb.Approval, field: str, problem: str) -> pb.Approval:
-    """``whole`` as the gateway shows it once ``field`` is damaged: a stand-in, and marked."""
+    """``whole`` as the gateway shows it once ``field`` is damaged: a stand-in, and marked (``damage``)."""
     out = pb.Approval()
     out.CopyFrom(whole)
     if isinstance(STAND_IN[field], Message):
@@ -73,7 +73,8 @@ def salvaged(whole: pb.Approval, field: str, problem: str) -> pb.Approval:
         del out.reasons[:]
     else:
         setattr(out, field, STAND_IN[field])
-    out.reasons.append(MALFORMED_REASON + problem)
+    out.reasons.append(MALFORMED_REASON + problem)  # the mark clients older than ``damage`` read
+    out.damage = problem
     return out
 
 

@@ -182,7 +182,7 @@ class ToolCallResponse(_message.Message):
     def __init__(self, decision_id: _Optional[str] = ..., args_hash: _Optional[str] = ..., policy_version: _Optional[str] = ..., replayed: _Optional[bool] = ..., code: _Optional[str] = ..., observation: _Optional[_Union[Observation, _Mapping]] = ..., refused: _Optional[_Union[Refused, _Mapping]] = ..., approval_required: _Optional[_Union[ApprovalRequired, _Mapping]] = ..., evidence_required: _Optional[_Union[EvidenceRequired, _Mapping]] = ...) -> None: ...
 
 class Approval(_message.Message):
-    __slots__ = ("approval_id", "status", "tenant", "agent", "user", "run_id", "step", "tool", "tool_version", "args_json", "args_hash", "reasons", "groups_any", "quorum", "created_at", "expires_at", "approvers", "rejection_reason", "risk", "grant", "decision_id", "audience")
+    __slots__ = ("approval_id", "status", "tenant", "agent", "user", "run_id", "step", "tool", "tool_version", "args_json", "args_hash", "reasons", "groups_any", "quorum", "created_at", "expires_at", "approvers", "rejection_reason", "risk", "grant", "decision_id", "audience", "damage")
     APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
@@ -205,6 +205,7 @@ class Approval(_message.Message):
     GRANT_FIELD_NUMBER: _ClassVar[int]
     DECISION_ID_FIELD_NUMBER: _ClassVar[int]
     AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    DAMAGE_FIELD_NUMBER: _ClassVar[int]
     approval_id: str
     status: str
     tenant: str
@@ -227,7 +228,8 @@ class Approval(_message.Message):
     grant: str
     decision_id: str
     audience: str
-    def __init__(self, approval_id: _Optional[str] = ..., status: _Optional[str] = ..., tenant: _Optional[str] = ..., agent: _Optional[str] = ..., user: _Optional[str] = ..., run_id: _Optional[str] = ..., step: _Optional[int] = ..., tool: _Optional[str] = ..., tool_version: _Optional[str] = ..., args_json: _Optional[bytes] = ..., args_hash: _Optional[str] = ..., reasons: _Optional[_Iterable[str]] = ..., groups_any: _Optional[_Iterable[str]] = ..., quorum: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., approvers: _Optional[_Iterable[str]] = ..., rejection_reason: _Optional[str] = ..., risk: _Optional[_Union[Risk, _Mapping]] = ..., grant: _Optional[str] = ..., decision_id: _Optional[str] = ..., audience: _Optional[str] = ...) -> None: ...
+    damage: str
+    def __init__(self, approval_id: _Optional[str] = ..., status: _Optional[str] = ..., tenant: _Optional[str] = ..., agent: _Optional[str] = ..., user: _Optional[str] = ..., run_id: _Optional[str] = ..., step: _Optional[int] = ..., tool: _Optional[str] = ..., tool_version: _Optional[str] = ..., args_json: _Optional[bytes] = ..., args_hash: _Optional[str] = ..., reasons: _Optional[_Iterable[str]] = ..., groups_any: _Optional[_Iterable[str]] = ..., quorum: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., approvers: _Optional[_Iterable[str]] = ..., rejection_reason: _Optional[str] = ..., risk: _Optional[_Union[Risk, _Mapping]] = ..., grant: _Optional[str] = ..., decision_id: _Optional[str] = ..., audience: _Optional[str] = ..., damage: _Optional[str] = ...) -> None: ...
 
 class ListApprovalsRequest(_message.Message):
     __slots__ = ("status", "tenant")

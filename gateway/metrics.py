@@ -27,6 +27,7 @@ from typing import Any, Mapping
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gateway.approvals.malformed import past_expiry
 from gateway.config import ConfigError
 from gateway.tracing import TracingConfig
 
@@ -172,5 +173,5 @@ class _PendingApprovals:
             log.warning("approvals_pending_unavailable", error=type(exc).__name__)
             return
         now = time.time()
-        gauge.add_metric([], sum(1 for r in records if r.expires_at > now))
+        gauge.add_metric([], sum(1 for r in records if not past_expiry(r, now)))  # a damaged expiry is past
         yield gauge

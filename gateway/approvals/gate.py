@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.approvals import tokens
+from gateway.approvals.malformed import grant_problem
 from gateway.approvals.service import MAX_REASON, ApprovalService
 from gateway.audit import escaped
 from gateway.codes import Code
@@ -103,6 +104,8 @@ class ApprovalGate:
                         (f"approval {rec.approval_id} was rejected: {rec.rejection_reason}",))
         if rec.status is S.EXPIRED:
             raise _Fail("approval expired", Code.APPROVAL_EXPIRED, (f"approval {rec.approval_id} has expired",))
+        if problem := grant_problem(rec):  # a damaged store: what the grant is checked against cannot be read
+            raise _Fail(f"the stored approval is malformed ({problem}): no grant can be checked against it")
         return rec
 
     def _verify_bound(self, ctx: CallContext, rec: ApprovalRecord, signed: tokens.Verified) -> tokens.Verified:

@@ -1,13 +1,17 @@
 """Approval records that fail validation: a damaged store, or a record some other version
-wrote. The store loads them (its JSON parses), but a field is not what the gateway writes: text
-that is not UTF-8, a time or a count out of range, a value of the wrong type.
+wrote. The store loads every row (``gateway.store._records``), but a field is not what the gateway
+writes: text that is not UTF-8, a time or a count out of range, a value of the wrong type, a list
+stored as text; or the store could not find it (``ApprovalRecord.load_problems``: a field missing,
+at odds with its column, or the whole record no JSON object, all but its columns blank).
 
-Such a record is still shown (``salvaged``: every bad field replaced by a stand-in, and one more
-reason, ``MALFORMED_REASON`` and the problem, that the CLI looks for), so it neither fails a
-whole ``List`` nor leaves an approver blind. It can be rejected (the vote is verified as ever),
-never approved; unless ``vote_problem`` says why no vote can count: a bad field the vote binds
-to or is audited with, or text that is not UTF-8 (the store could not write the record back).
-A problem names the field and what is wrong with it, never the value (what cannot be shown).
+Such a record is still shown (``salvaged``: every bad field replaced by a stand-in, the problem
+in ``Approval.damage``, and, for clients older than that field, one more reason,
+``MALFORMED_REASON`` and the problem), so it neither fails a whole ``List`` nor leaves an
+approver blind. It can be rejected (the vote is verified as ever), never approved; unless
+``vote_problem`` says why no vote can count: a bad field the vote binds to or is audited with, a
+record that is no JSON object, or text that is not UTF-8. A grant issued before the damage is
+refused when a field it is checked against is bad (``grant_problem``). A problem names the field
+and what is wrong with it, never the value (what cannot be shown).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import json
 import math
 from typing import Any, Callable, Iterator
 
-from gateway.store.base import ApprovalRecord
+from gateway.store.base import WHOLE_RECORD, ApprovalRecord
 
 MALFORMED_REASON = "toolgate: malformed record: "
 """The reason a salvaged record carries last: this, then the problem."""
@@ -86,6 +90,11 @@ and the vote audited with: a record with one of them bad can be neither approved
 
 
 def _problems(rec: ApprovalRecord) -> Iterator[tuple[str, str]]:
+    yield from rec.load_problems
+    yield from _bad_values(rec)
+
+
+def _bad_values(rec: ApprovalRecord) -> Iterator[tuple[str, str]]:
     for name, kind in _FIELDS.items():
         if problem := _KINDS[kind][0](getattr(rec, name)):
             yield name, problem
@@ -99,7 +108,19 @@ def record_problem(rec: ApprovalRecord) -> str:
 def vote_problem(rec: ApprovalRecord) -> str:
     """Why no vote can count on ``rec``, as ``record_problem`` says it; "" when one can."""
     return next((f"{name}: {problem}" for name, problem in _problems(rec)
-                 if name in VOTE_FIELDS or NOT_UTF8 in problem), "")
+                 if name in VOTE_FIELDS or name == WHOLE_RECORD or NOT_UTF8 in problem), "")
+
+
+GRANT_FIELDS = ("approval_id", "tenant", "agent", "user", "groups_any", "quorum", "grant_jti", "grant")
+"""The fields a presented grant is checked against (``gateway.approvals.gate``): whose request it
+is, its approvers' groups and quorum, the grant issued for it."""
+
+
+def grant_problem(rec: ApprovalRecord) -> str:
+    """Why no grant can be checked against ``rec``, as ``record_problem`` says it; "" when one can
+    (damage elsewhere, in its reasons say, does not unbind a grant issued before it)."""
+    return next((f"{name}: {problem}" for name, problem in _problems(rec)
+                 if name in GRANT_FIELDS or name == WHOLE_RECORD), "")
 
 
 def past_expiry(rec: ApprovalRecord, now: float) -> bool:
@@ -117,13 +138,14 @@ def salvaged(rec: ApprovalRecord) -> ApprovalRecord:
     """``rec`` as it is when every field is whole; else with every bad field replaced by its kind's
     stand-in ("", 0, none) and ``MALFORMED_REASON`` and the first problem as its last reason. The
     arguments are kept as they are when they are text, lone surrogates and all: they are sent as
-    bytes (``surrogatepass``), which the CLI shows escaped and marks malformed."""
-    problems = dict(_problems(rec))
+    bytes (``surrogatepass``), which the CLI shows escaped and marks malformed. A field the store
+    could not find is shown as it filled it (its column's value, or blank)."""
+    problems = list(_problems(rec))
     if not problems:
         return rec
-    bad = {name: _KINDS[_FIELDS[name]][1] for name in problems}
+    bad = {name: _KINDS[_FIELDS[name]][1] for name, _ in _bad_values(rec)}
     if isinstance(rec.args_json, str):
         bad.pop("args_json", None)
-    name, problem = next(iter(problems.items()))
+    name, problem = problems[0]
     reasons = bad.pop("reasons", rec.reasons)
     return dataclasses.replace(rec, **bad, reasons=(*reasons, f"{MALFORMED_REASON}{name}: {problem}"))

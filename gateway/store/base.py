@@ -12,7 +12,7 @@ answer every later call with that key gets (see ``gateway.claims``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, Protocol, Sequence
 
@@ -89,15 +89,25 @@ class ApprovalRecord:
     grant: str = ""
     grant_jti: str = ""
     updated_at: float = 0.0
+    load_problems: tuple[tuple[str, str], ...] = field(default=(), metadata={"stored": False})
+    """Not stored: what the store found missing or at odds with the row's columns when it read the
+    row, as (field, problem) pairs (``WHOLE_RECORD`` when its JSON is no object); the field holds
+    its column's value or an empty stand-in (``gateway.store._records``). A record with any is
+    malformed (``gateway.approvals.malformed``) and never written whole."""
 
 
-_RECORD_FIELDS = tuple(f.name for f in fields(ApprovalRecord))
+WHOLE_RECORD = "record"
+"""The field a load problem names when the stored JSON is no object at all."""
+_RECORD_FIELDS = tuple(f.name for f in fields(ApprovalRecord) if f.metadata.get("stored", True))
 
 
 def record_fields(record: ApprovalRecord) -> dict[str, Any]:
     """The record's fields by name, as stored (JSON). Shallow, unlike ``dataclasses.asdict``
     (a recursive copy, ~4x slower): every field is a plain value, a tuple of strings or the
-    ``risk`` mapping, so the JSON of the two is the same."""
+    ``risk`` mapping, so the JSON of the two is the same. Raises ``ValueError`` for a record read
+    with load problems: its stand-ins, written, would read back as a whole record."""
+    if record.load_problems:
+        raise ValueError("a record read with load problems is never written whole")
     return {name: getattr(record, name) for name in _RECORD_FIELDS}
 
 

@@ -11,6 +11,11 @@ Same protocol and semantics as the SQLite store (``gateway.store.base``):
 - ``transition_approval``: one transaction that locks the row while it is ``from_status``,
   then writes the merged record (``json`` has no merge operator, see below).
 
+Approval rows are read as text (``record::text``, not parsed by the driver) and loaded by
+``gateway.store._records``, so a damaged row (JSON that is no record, or nested too deep to
+parse) is loaded marked instead of failing the read. A merged record that ``json`` cannot hold
+(an infinite number read from ``1e400``) leaves the record as it was: the status column changes.
+
 NUL: an approval's record is ``json`` (the text as given: jsonb refuses the escape
 ``\\u0000``) and a vote's jti is ``bytea`` (text refuses NUL), so both hold any string, as on
 SQLite. Approval ids never hold NUL (the service makes them): a lookup by one that does, an
@@ -31,7 +36,7 @@ recovers by itself; while the server is down a call waits at most ``timeout`` se
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import json
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Sequence
 
@@ -41,6 +46,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool
 
+from gateway.store._records import changed_record, load_approval, transition_changes
 from gateway.store.base import (
     RECENT_SECONDS,
     ApprovalRecord,
@@ -60,6 +66,8 @@ log = structlog.get_logger("toolgate.store.postgres")
 _DB_NOW = "extract(epoch from clock_timestamp())::double precision"
 """The database server's clock, which stamps approval changes (``changed_approvals``)."""
 _NUL = "\x00"
+_ROW = "record::text, approval_id, status, tenant, created_at"
+"""An approval row as ``_load`` takes it: the record's JSON as stored, unparsed."""
 MIGRATION_LOCK = 0x746F6F6C67617465  # "toolgate": the advisory lock key for migrations
 _CLAIM_RETRIES = 5
 
@@ -221,18 +229,18 @@ class PostgresStore:
             return None
         async with self._connection() as conn:
             row = await (await conn.execute(
-                "SELECT record FROM approvals WHERE approval_id = %s", (approval_id,)
+                f"SELECT {_ROW} FROM approvals WHERE approval_id = %s", (approval_id,)
             )).fetchone()
-        return None if row is None else _load(row[0])
+        return None if row is None else _load(*row)
 
     async def list_approvals(self, *, tenant: str = "", status: str = "", limit: int = 500) -> list[ApprovalRecord]:
         async with self._connection() as conn:
             rows = await (await conn.execute(
-                "SELECT record FROM approvals WHERE (%(t)s = '' OR tenant = %(t)s) AND (%(s)s = '' OR status = %(s)s) "
+                f"SELECT {_ROW} FROM approvals WHERE (%(t)s = '' OR tenant = %(t)s) AND (%(s)s = '' OR status = %(s)s) "
                 "ORDER BY created_at DESC LIMIT %(n)s",
                 {"t": tenant, "s": str(status), "n": limit},
             )).fetchall()
-        return [_load(r[0]) for r in rows]
+        return [_load(*r) for r in rows]
 
     async def changed_approvals(
         self, *, tenant: str, since: float | None, limit: int = 500
@@ -240,11 +248,11 @@ class PostgresStore:
         async with self._connection() as conn:
             now = (await (await conn.execute(f"SELECT {_DB_NOW}")).fetchone())[0]  # the clock every replica shares
             rows = await (await conn.execute(
-                "SELECT record, changed_at FROM approvals WHERE tenant = %s AND changed_at >= %s "
+                f"SELECT {_ROW}, changed_at FROM approvals WHERE tenant = %s AND changed_at >= %s "
                 "ORDER BY changed_at LIMIT %s",
                 (tenant, now - RECENT_SECONDS if since is None else since, limit),
             )).fetchall()
-        return [_load(r[0]) for r in rows], (rows[-1][1] if len(rows) >= limit else now - RECENT_SECONDS)
+        return [_load(*r[:5]) for r in rows], (rows[-1][5] if len(rows) >= limit else now - RECENT_SECONDS)
 
     async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:
         if _NUL in approval_id:
@@ -273,26 +281,27 @@ class PostgresStore:
     ) -> ApprovalRecord | None:
         if _NUL in approval_id:
             return None
-        changes: dict[str, Any] = {"status": str(to_status), "updated_at": now}
-        for name, value in (("grant", grant), ("grant_jti", grant_jti), ("rejection_reason", rejection_reason)):
-            if value:
-                changes[name] = value
-        if approvers is not None:
-            changes["approvers"] = list(approvers)
+        changes = transition_changes(to_status, now, approvers, grant=grant, grant_jti=grant_jti,
+                                     rejection_reason=rejection_reason)
         async with self._connection() as conn, conn.transaction():
             # a waiter for the lock re-checks the status once it has it: compare-and-set
             row = await (await conn.execute(
-                "SELECT record FROM approvals WHERE approval_id = %s AND status = %s FOR UPDATE",
+                f"SELECT {_ROW} FROM approvals WHERE approval_id = %s AND status = %s FOR UPDATE",
                 (approval_id, str(from_status)),
             )).fetchone()
             if row is None:
                 return None
-            record = {**row[0], **changes}
-            await conn.execute(
-                f"UPDATE approvals SET status = %s, record = %s, changed_at = {_DB_NOW} WHERE approval_id = %s",
-                (str(to_status), Json(record), approval_id),
-            )
-        return _load(record)
+            stored = _merged_json(changed_record(row[0], changes))
+            if stored is None:  # no JSON object to change, or one json cannot hold: the status column alone
+                await conn.execute(f"UPDATE approvals SET status = %s, changed_at = {_DB_NOW} WHERE approval_id = %s",
+                                   (str(to_status), approval_id))
+            else:
+                await conn.execute(
+                    f"UPDATE approvals SET status = %s, record = %s::json, changed_at = {_DB_NOW} "
+                    "WHERE approval_id = %s",
+                    (str(to_status), stored, approval_id),
+                )
+        return _load(row[0] if stored is None else stored, row[1], str(to_status), *row[3:])
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -334,13 +343,18 @@ def _dump(record: ApprovalRecord) -> dict[str, Any]:
     return raw
 
 
-def _load(raw: dict[str, Any]) -> ApprovalRecord:
-    raw = dict(raw)
-    for name in ("reasons", "groups_any", "approvers"):
-        raw[name] = tuple(raw.get(name) or ())
-    raw["status"] = ApprovalStatus(raw["status"])
-    known = {f.name for f in dataclasses.fields(ApprovalRecord)}
-    return ApprovalRecord(**{k: v for k, v in raw.items() if k in known})
+def _merged_json(merged: dict[str, Any] | None) -> str | None:
+    """``merged`` as ``Json`` writes it (so a valid record is stored as ever); None when there is
+    none, or it holds a number ``json`` cannot (NaN, infinite: a damaged row read back)."""
+    try:
+        return None if merged is None else json.dumps(merged, allow_nan=False)
+    except ValueError:
+        return None
+
+
+def _load(stored: Any, approval_id: Any, status: Any, tenant: Any, created_at: Any) -> ApprovalRecord:
+    """The record an approval row holds, read as ``_ROW`` (``gateway.store._records``)."""
+    return load_approval(stored, approval_id=approval_id, status=status, tenant=tenant, created_at=created_at)
 
 
 def _capacity(buckets: Sequence[BucketSpec], key: str) -> float:

@@ -14,21 +14,26 @@ loop (next turn, then 0.1 ms doubling to 1 ms: a longer step overshoots a short 
 cannot apply anything twice.
 
 WAL checkpoints run off the loop too, in a thread of their own (``gateway.store._checkpoint``).
+
+Approval rows are read as bytes (``_ROW``) and loaded by ``gateway.store._records``, so a damaged
+row (text that is not UTF-8, JSON that is no record) is loaded marked instead of failing the read.
+A record is written as UTF-8 JSON; one holding text that is not UTF-8 (a damaged row read back,
+its lone surrogates) is written with JSON escapes for all that is not ASCII (``_dump_json``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import json
 import sqlite3
 import time
 from pathlib import Path
-import json
 from typing import Any, Sequence
 
 import structlog
 
 from gateway.store._checkpoint import WalCheckpointer
+from gateway.store._records import changed_record, load_approval, transition_changes
 from gateway.store.base import (
     RECENT_SECONDS,
     ApprovalRecord,
@@ -59,6 +64,11 @@ SCHEMA = [
 
 
 log = structlog.get_logger("toolgate.store")
+
+_ROW = ("CAST(record AS BLOB), CAST(approval_id AS BLOB), CAST(status AS BLOB), CAST(tenant AS BLOB), "
+        "CASE WHEN typeof(created_at) IN ('integer', 'real') THEN created_at END")
+"""An approval row as ``_load`` takes it: its text as bytes (SQLite's own decoding fails the whole
+read on a byte that is not UTF-8), its ``created_at`` when it is a number."""
 
 _LOCKED = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _FIRST_BACKOFF, _MAX_BACKOFF = 0.0001, 0.001
@@ -210,17 +220,17 @@ class SQLiteStore:
 
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         row = await self._run(lambda: self._db.execute(
-            "SELECT record FROM approvals WHERE approval_id=?", (approval_id,)).fetchone())
-        return None if row is None else _load(row[0])
+            f"SELECT {_ROW} FROM approvals WHERE approval_id=?", (approval_id,)).fetchone())
+        return None if row is None else _load(*row)
 
     async def list_approvals(self, *, tenant: str = "", status: str = "", limit: int = 500) -> list[ApprovalRecord]:
         # Only the filters given go into the WHERE clause: "(?='' OR tenant=?)" would keep SQLite
         # from using the (tenant, status, created_at) index and scan every approval.
         where = [(c, v) for c, v in (("tenant", tenant), ("status", str(status))) if v]
-        sql = "SELECT record FROM approvals" + (" WHERE " + " AND ".join(f"{c}=?" for c, _ in where) if where else "")
+        sql = f"SELECT {_ROW} FROM approvals" + (" WHERE " + " AND ".join(f"{c}=?" for c, _ in where) if where else "")
         rows = await self._run(lambda: self._db.execute(
             sql + " ORDER BY created_at DESC LIMIT ?", (*(v for _, v in where), limit)).fetchall())
-        return [_load(r[0]) for r in rows]
+        return [_load(*r) for r in rows]
 
     async def changed_approvals(
         self, *, tenant: str, since: float | None, limit: int = 500
@@ -228,12 +238,13 @@ class SQLiteStore:
         def read() -> tuple[list[Any], float]:
             now = time.time()  # the host's clock, which every worker on this file shares
             rows = self._db.execute(
-                "SELECT record, changed_at FROM approvals WHERE tenant=? AND changed_at>=? ORDER BY changed_at LIMIT ?",
+                f"SELECT {_ROW}, changed_at FROM approvals WHERE tenant=? AND changed_at>=? "
+                "ORDER BY changed_at LIMIT ?",
                 (tenant, now - RECENT_SECONDS if since is None else since, limit)).fetchall()
             return rows, now
 
         rows, now = await self._run(read)
-        return [_load(r[0]) for r in rows], (rows[-1][1] if len(rows) >= limit else now - RECENT_SECONDS)
+        return [_load(*r[:5]) for r in rows], (rows[-1][5] if len(rows) >= limit else now - RECENT_SECONDS)
 
     async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:
         return await self._atomic(lambda: self._vote(approval_id, approver, jti, now))
@@ -260,20 +271,23 @@ class SQLiteStore:
         self, approval_id: str, *, from_status: ApprovalStatus, to_status: ApprovalStatus, now: float,
         approvers: tuple[str, ...] | None = None, grant: str = "", grant_jti: str = "", rejection_reason: str = "",
     ) -> ApprovalRecord | None:
+        changes = transition_changes(to_status, now, approvers, grant=grant, grant_jti=grant_jti,
+                                     rejection_reason=rejection_reason)
+
         def step() -> tuple[bool, ApprovalRecord | None]:
-            row = self._db.execute("SELECT record FROM approvals WHERE approval_id=?", (approval_id,)).fetchone()
-            if row is None or (old := _load(row[0])).status != from_status:
+            row = self._db.execute(f"SELECT {_ROW} FROM approvals WHERE approval_id=?", (approval_id,)).fetchone()
+            if row is None or _load(*row).status != from_status:
                 return False, None
-            changes: dict[str, Any] = {"status": to_status, "updated_at": now}
-            for name, value in (("grant", grant), ("grant_jti", grant_jti), ("rejection_reason", rejection_reason)):
-                if value:
-                    changes[name] = value
-            if approvers is not None:
-                changes["approvers"] = tuple(approvers)
-            new = dataclasses.replace(old, **changes)
-            self._db.execute("UPDATE approvals SET status=?, record=?, changed_at=? WHERE approval_id=?",
-                             (str(to_status), _dump(new), time.time(), approval_id))
-            return True, new
+            stored, row_id, _, tenant, created_at = row
+            new = changed_record(stored, changes)
+            if new is None:  # no JSON object to change (a damaged row): the status column alone
+                self._db.execute("UPDATE approvals SET status=?, changed_at=? WHERE approval_id=?",
+                                 (str(to_status), time.time(), approval_id))
+            else:
+                stored = _dump_json(new)
+                self._db.execute("UPDATE approvals SET status=?, record=?, changed_at=? WHERE approval_id=?",
+                                 (str(to_status), stored, time.time(), approval_id))
+            return True, _load(stored, row_id, str(to_status), tenant, created_at)
 
         return await self._atomic(step)
 
@@ -335,12 +349,20 @@ def _claim_from_row(row: tuple[str, str, str | None, float]) -> Claim:
 
 
 def _dump(record: ApprovalRecord) -> str:
-    return json.dumps(record_fields(record), separators=(",", ":"), ensure_ascii=False)
+    return _dump_json(record_fields(record))
 
 
-def _load(text: str) -> ApprovalRecord:
-    raw = json.loads(text)
-    for name in ("reasons", "groups_any", "approvers"):
-        raw[name] = tuple(raw[name])
-    raw["status"] = ApprovalStatus(raw["status"])
-    return ApprovalRecord(**raw)
+def _dump_json(raw: dict[str, Any]) -> str:
+    """``raw`` as compact JSON in UTF-8; when it holds text that is not (lone surrogates, as a
+    damaged row reads back), with all that is not ASCII escaped: the same JSON, read back alike."""
+    text = json.dumps(raw, separators=(",", ":"), ensure_ascii=False)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(raw, separators=(",", ":"))
+    return text
+
+
+def _load(stored: Any, approval_id: Any, status: Any, tenant: Any, created_at: Any) -> ApprovalRecord:
+    """The record an approval row holds, read as ``_ROW`` (``gateway.store._records``)."""
+    return load_approval(stored, approval_id=approval_id, status=status, tenant=tenant, created_at=created_at)

@@ -70,6 +70,8 @@ async def test_approvals_pending_gauge_reads_the_store(observed):
     )
     await running.app.store.create_approval(ApprovalRecord(approval_id="p1", expires_at=now + 600, **base))
     await running.app.store.create_approval(ApprovalRecord(approval_id="p2", expires_at=now - 1, **base))  # expired
+    # a damaged store: an expiry that is no number is past (gateway.approvals.malformed), not a failed scrape
+    await running.app.store.create_approval(ApprovalRecord(approval_id="p3", expires_at="tomorrow", **base))
     assert (await asyncio.to_thread(scrape))[("toolgate_approvals_pending", ())] == 1
 
 

@@ -30,6 +30,7 @@ records = st.builds(
 @settings(max_examples=300, deadline=None)
 @given(records)
 def test_stored_json_is_what_asdict_gave_and_reads_back_equal(rec: ApprovalRecord) -> None:
-    assert _dump(rec) == json.dumps(dataclasses.asdict(rec), separators=(",", ":"), ensure_ascii=False)
-    assert _load(_dump(rec)) == rec
+    stored = {k: v for k, v in dataclasses.asdict(rec).items() if k != "load_problems"}  # never stored
+    assert _dump(rec) == json.dumps(stored, separators=(",", ":"), ensure_ascii=False)
+    assert _load(_dump(rec), rec.approval_id, str(rec.status), rec.tenant, rec.created_at) == rec
 

@@ -111,9 +111,10 @@ def vote_problem(rec: ApprovalRecord) -> str:
                  if name in VOTE_FIELDS or name == WHOLE_RECORD or NOT_UTF8 in problem), "")
 
 
-GRANT_FIELDS = ("approval_id", "tenant", "agent", "user", "groups_any", "quorum", "grant_jti", "grant")
+GRANT_FIELDS = ("approval_id", "tenant", "agent", "user", "status", "groups_any", "quorum", "grant_jti", "grant")
 """The fields a presented grant is checked against (``gateway.approvals.gate``): whose request it
-is, its approvers' groups and quorum, the grant issued for it."""
+is, its status (a record whose own status is at odds with the row's is suspect), its approvers'
+groups and quorum, the grant issued for it."""
 
 
 def grant_problem(rec: ApprovalRecord) -> str:

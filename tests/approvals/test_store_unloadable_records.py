@@ -140,6 +140,7 @@ async def test_a_granted_request_holding_text_that_is_not_utf8_is_executed_and_s
     ("quorum", "2", "quorum: not an integer (str)"),
     ("groups_any", "ops", "groups_any: not a list (str)"),
     ("grant_jti", 7, "grant_jti: not text (int)"),
+    ("status", "pending", "status: differs from the row's column"),  # the row says approved
 ])
 async def test_a_granted_request_damaged_where_its_grant_is_checked_is_refused_not_run(
         gw, tmp_path: Path, field: str, value: Any, problem: str) -> None:

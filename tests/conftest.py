@@ -63,6 +63,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("first") is None)
 
 
+class NormalizeContext:
+    """The parts of a CallContext ``gateway.normalize.normalize`` reads: tool ``t`` version 1, no
+    approval, no credentials (for calling it outside a gateway)."""
+
+    class tool:
+        name = "t"
+
+        class config:
+            version = "1"
+
+    decision_id, args_hash, approval, credentials = "d", "sha256:x", None, None
+
+
 def demo_config(tmp_path: Path, **overrides: Any) -> Config:
     """The demo config, plus test tools, with its data dir in tmp_path."""
     raw = yaml.safe_load(DEMO_CONFIG.read_text())

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from gateway.executors.base import ExecResult
 from gateway.normalize import normalize
 from gateway.testing import start_gateway
-from tests.conftest import Client, demo_config
+from tests.conftest import Client, NormalizeContext, demo_config
 
 CAP = 1000
 
@@ -44,21 +44,11 @@ async def test_data_json_never_exceeds_the_cap(capped, args, truncated) -> None:
         assert json.loads(resp.observation.data_json) == args
 
 
-class _Ctx:
-    class tool:
-        name = "t"
-
-        class config:
-            version = "1"
-
-    decision_id, args_hash, approval, credentials = "d", "sha256:x", None, None
-
-
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.recursive(st.text() | st.integers(-10, 10) | st.booleans(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)),
        st.integers(16, 400))
 def test_any_data_fits_its_cap(data, cap) -> None:
     from gateway.normalize import data_json
 
-    obs = normalize(_Ctx(), ExecResult(ok=True, data=data), 1, cap)
+    obs = normalize(NormalizeContext(), ExecResult(ok=True, data=data), 1, cap)
     assert len(data_json(obs.data)) <= cap

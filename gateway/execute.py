@@ -44,7 +44,7 @@ def effective_constraints(ctx: CallContext) -> dict[str, Any]:
     descriptor's order), so policy can take hosts away but never add one; and a
     ``credential_variant`` the descriptor pins stays (``""`` would mean the broader default
     credential; a different variant is refused by the credentials stage, see
-    ``variant_conflict``).
+    ``variant_conflict``). ``hosts`` comes out as a list of names (``host_list``) or None.
     """
     static = ctx.tool.config.constraints
     merged = dict(static)
@@ -56,7 +56,20 @@ def effective_constraints(ctx: CallContext) -> dict[str, Any]:
         if key == "credential_variant" and static.get(key):
             continue
         merged[key] = value
+    if merged.get("hosts") is not None:
+        merged["hosts"] = host_list(merged["hosts"])
     return merged
+
+
+def host_list(value: Any) -> list[str]:
+    """A ``hosts`` constraint as a list of names: one name as a list of it, a list's names (what
+    is not text dropped), anything else no host at all. What policy wrote oddly narrows, never
+    widens, and no later step has to read it another way."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [h for h in value if isinstance(h, str)]
+    return []
 
 
 def variant_conflict(ctx: CallContext) -> str | None:
@@ -74,9 +87,8 @@ def variant_conflict(ctx: CallContext) -> str | None:
 
 
 def _common_hosts(static: Any, decided: Any) -> list[str]:
-    as_list = lambda v: [v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else []  # noqa: E731
-    allowed = {str(h).lower() for h in as_list(decided)}
-    return [h for h in as_list(static) if str(h).lower() in allowed]
+    allowed = {h.lower() for h in host_list(decided)}
+    return [h for h in host_list(static) if h.lower() in allowed]
 
 
 def retry_safe(tool: ToolConfig) -> bool:

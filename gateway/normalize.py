@@ -177,9 +177,9 @@ def _text_of(value: Any) -> str:
 
 _SCALARS = (str, int, float, bool, type(None))
 
-_LONG_INT_BITS = 12_000
-"""Ints longer than this may be past what Python writes in decimal (``sys.get_int_max_str_digits``,
-4,300 digits ~ 14,284 bits by default): ``_long_int`` checks them."""
+_LONG_INT_BITS = 2_000
+"""Ints longer than this may be past what Python writes in decimal (``sys.get_int_max_str_digits``:
+4,300 digits by default, at least 640 ~ 2,126 bits when set lower): ``_long_int`` checks them."""
 
 
 def _long_int(value: int) -> int | str:

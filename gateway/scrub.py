@@ -32,7 +32,7 @@ import json
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 from urllib.parse import quote, quote_plus
 
 REDACTED = "[REDACTED]"
@@ -82,6 +82,7 @@ def encoded_forms(value: str) -> set[str]:
     raw = value.encode("utf-8")
     forms = {value, quote(value, safe=""), quote(value), quote_plus(value), raw.hex(), raw.hex().upper()}
     forms.add(json.dumps(value)[1:-1])
+    forms.add(json.dumps(value, ensure_ascii=False)[1:-1])  # JSON text as written unescaped (a tuple key's)
     forms.add(repr(raw)[2:-1])  # Python's b'...' escapes, as an object's str() may quote bytes
     for enc in (base64.b64encode, base64.urlsafe_b64encode):
         full = enc(raw).decode("ascii")
@@ -204,8 +205,8 @@ class Scrubber:
             keys.append(clean)
             changed.append(clean != key)
             total += n
-        if total:  # a key was scrubbed: it may now equal another
-            keys = distinct_keys(keys, changed)
+        if total:  # a key was scrubbed: it may now equal another; a suffix must spell no secret
+            keys = distinct_keys(keys, changed, acceptable=lambda key: self.text(key)[1] == 0)
         out: dict[str, Any] = {}
         for key, (_, item) in zip(keys, items):
             out[key], n = self.data(item)
@@ -230,14 +231,17 @@ def _keep_prefix(match: re.Match[str]) -> str:
     return (groups[0] if groups else "") + REDACTED
 
 
-def distinct_keys(keys: Sequence[str], renamed: Sequence[bool]) -> list[str]:
+def distinct_keys(keys: Sequence[str], renamed: Sequence[bool],
+                  acceptable: Callable[[str], bool] = lambda _: True) -> list[str]:
     """``keys`` (a mapping's, in order) made distinct, so that no value is lost when they become its keys.
 
     A key not ``renamed`` (as the tool wrote it) stays as it is: those must be distinct already. A
     renamed one (converted to text, or scrubbed) that equals any unrenamed key or an earlier key gets
     the first free ``#n`` suffix, n = 2, 3, ...: ``{1: a, "1": b}`` gives ``{"1#2": a, "1": b}``, and
-    with a ``"1#2"`` of the tool's own as well, ``"1#3"``. Linear time however many collide: for each
-    key the next n to try is remembered, so no suffix is tried twice."""
+    with a ``"1#2"`` of the tool's own as well, ``"1#3"``. A suffixed key must be ``acceptable``
+    too (the scrubber's: it spells no secret, as ``x#2`` completes a secret ``…x#2``); finitely many
+    keys are not, so some n is. Linear time however many collide: for each key the next n to try
+    is remembered, so no suffix is tried twice."""
     taken = {key for key, r in zip(keys, renamed) if not r}
     next_n: dict[str, int] = {}
     out = []
@@ -245,7 +249,7 @@ def distinct_keys(keys: Sequence[str], renamed: Sequence[bool]) -> list[str]:
         if r:
             if key in taken:
                 n = next_n.get(key, 2)
-                while f"{key}#{n}" in taken:
+                while f"{key}#{n}" in taken or not acceptable(f"{key}#{n}"):
                     n += 1
                 next_n[key] = n + 1
                 key = f"{key}#{n}"

@@ -99,11 +99,11 @@ class ExecResult:
 
 def unconfined_egress(request: ExecRequest, process: str) -> ExecResult | None:
     """``egress_denied`` for a call whose egress is narrowed to hosts (``constraints.hosts``, the
-    descriptor's and the policy's; its credentials' hosts come from it too) when ``process``, which
+    descriptor's and the policy's, or its credentials' hosts) when ``process``, which
     the gateway would start, cannot be held to them; None when the call names no hosts. A narrowing
     that cannot be enforced is refused, never ignored: the process and its credentials could reach
     any host."""
-    if request.constraints.get("hosts") is None:
+    if request.constraints.get("hosts") is None and getattr(request.credentials, "hosts", None) is None:
         return None
     return ExecResult.failure(Code.EGRESS_DENIED.value, (
         f"this call may reach only the hosts its policy allows, and {process} cannot be confined to "

@@ -79,7 +79,7 @@ from gateway.executors.egress_backend import CheckedBackend, Resolver, non_publi
 from gateway.executors.http import EgressDenied, check_egress, narrowed_hosts
 from gateway.executors.mcp_pins import DEFAULT_MAX_TOOLS, ToolPins, classified_remote_tools
 from gateway.executors.sdk_logs import withhold_sdk_details
-from gateway.executors.subprocess import SpawnFailed, sandbox_cwd
+from gateway.executors.subprocess import SHORT_OF_RESOURCES, SpawnFailed, sandbox_cwd
 
 if TYPE_CHECKING:  # the transports import the SDK, which is loaded for the first call only
     from gateway.executors.mcp_transport import OutputBudget
@@ -263,6 +263,9 @@ def _upstream_failure(name: str, upstream: UpstreamConfig, exc: Exception) -> Ex
         log.warning("mcp_upstream_egress_denied", upstream=name, error=str(refused))
         return ExecResult.failure(Code.EGRESS_DENIED.value, f"MCP upstream {name}: {refused}")
     spawn = exception_in(exc, SpawnFailed)
+    short = exception_in(exc, OSError)
+    if spawn is None and short is not None and short.errno in SHORT_OF_RESOURCES:  # a pipe for it, say
+        spawn = SpawnFailed(upstream.command or upstream.url, short)
     if spawn is not None:
         return _not_started(name, upstream, spawn)
     log.warning("mcp_upstream_failed", upstream=name, error_type=type(exc).__name__)

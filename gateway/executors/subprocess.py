@@ -141,7 +141,7 @@ class SubprocessExecutor:
             return await _run(argv, cwd, env, (out, err), request.timeout, options.get("output") == "json")
 
 
-_SHORT_OF = frozenset({errno.EAGAIN, errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+SHORT_OF_RESOURCES = frozenset({errno.EAGAIN, errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 """Start failures that say the gateway ran short (processes, open files, memory), not what it starts."""
 
 
@@ -152,7 +152,7 @@ class SpawnFailed(Exception):
 
     def __init__(self, command: str, error: OSError) -> None:
         self.command = command
-        self.transient = error.errno in _SHORT_OF
+        self.transient = error.errno in SHORT_OF_RESOURCES
         self.path = command if self.transient else str(error.filename or command)
         self.why = error.strerror or type(error).__name__
         super().__init__(f"cannot start {command!r}: {self.path!r}: {self.why}" if not self.transient else

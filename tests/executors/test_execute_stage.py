@@ -143,3 +143,21 @@ def test_policy_constraints_narrow_the_descriptors_hosts_and_never_widen_them(ma
     ctx = _ctx(tool)
     ctx.decision = PolicyDecision(decision="allow", constraints={**decided, "root": None, "limit": 3})
     assert effective_constraints(ctx) == {"hosts": hosts, "root": "w", "limit": 3}
+
+
+@pytest.mark.parametrize("decided, hosts", [
+    ({"hosts": 5}, []), ({"hosts": True}, []), ({"hosts": 0}, []), ({"hosts": {"a.example": 1}}, []),
+    ({"hosts": ["a.example", 7, None]}, ["a.example"]), ({"hosts": "a.example"}, ["a.example"]),
+    ({"hosts": ""}, [""]), ({"hosts": None}, None), ({}, None),
+])
+def test_a_hosts_constraint_written_oddly_narrows_to_a_list_of_names(make_tool, decided, hosts):
+    """Whatever type policy gives ``hosts``, every later step reads one list of names (odd values
+    mean no host at all), so none fails on it with an internal error and none reads it wider."""
+    from policies import PolicyDecision
+
+    from gateway.execute import effective_constraints
+
+    tool = make_tool("fetch", executor={"kind": "http", "url": "https://a.example/x", "allowed_hosts": ["a.example"]})
+    ctx = _ctx(tool)
+    ctx.decision = PolicyDecision(decision="allow", constraints=decided)
+    assert effective_constraints(ctx).get("hosts") == hosts

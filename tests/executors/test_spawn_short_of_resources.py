@@ -4,6 +4,7 @@ command stays a failure no retry can help (tests/executors/test_mcp.py has those
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import resource
 import sys
@@ -14,13 +15,23 @@ from gateway.executors.subprocess import SubprocessExecutor
 
 @contextlib.contextmanager
 def _no_more_files():
-    """The soft limit of open files at what is open now: the next pipe fails with EMFILE (real)."""
+    """No descriptor left: the soft limit lowered near what is open, and every free number below it
+    (the limit caps numbers, not the count: there may be gaps) taken, so the next pipe fails with
+    EMFILE (real)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    in_use = len(os.listdir("/proc/self/fd"))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use, hard))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 8, hard))
+    taken = []
     try:
+        while True:
+            try:
+                taken.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError as exc:
+                assert exc.errno == errno.EMFILE, exc
+                break
         yield
     finally:
+        for fd in taken:
+            os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 

@@ -104,3 +104,13 @@ async def test_through_the_gateway_a_policy_narrowing_a_subprocess_tool_is_egres
     steps = [s for s in audit_steps(cfg.audit_path) if s["stage"] == "execute"]
     assert steps and steps[-1]["code"] == "egress_denied", steps
     assert "cannot be confined to hosts" in resp.observation.error.message
+
+
+async def test_a_subprocess_call_whose_credentials_are_narrowed_to_hosts_is_refused(tmp_path, make_tool, make_request):
+    """A credential resolver of one's own may narrow the credentials' hosts without the constraints."""
+    marker = tmp_path / "ran"
+    creds = ResolvedCredentials(env={"API_TOKEN": "tok-123"}, hosts=("api.example.com",),
+                                secret_values=frozenset({"tok-123"}))
+    result = await SubprocessExecutor().execute(make_request(_subprocess_tool(make_tool, marker), credentials=creds))
+    assert not result.ok and result.error.type == "egress_denied", result
+    assert not marker.exists()

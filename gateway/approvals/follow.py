@@ -35,7 +35,8 @@ FINAL = frozenset({ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED, ApprovalStat
 
 
 def state(rec: ApprovalRecord) -> State:
-    return (str(rec.status), tuple(rec.approvers), rec.grant_jti)
+    approvers = rec.approvers if isinstance(rec.approvers, (tuple, list)) else ()  # a damaged row: marked, not read
+    return (str(rec.status), tuple(approvers), rec.grant_jti)
 
 
 def change_event(before: State | None, rec: ApprovalRecord) -> str | None:

@@ -98,10 +98,10 @@ class ApprovalGate:
         rec = await self.service.expire_if_due(rec)
         if rec.status is S.PENDING:
             raise _Fail("approval still pending", Code.APPROVAL_PENDING,
-                        (f"approval {rec.approval_id} is still pending ({len(rec.approvers)}/{rec.quorum})",))
+                        (f"approval {rec.approval_id} is still pending ({_votes(rec)}/{rec.quorum})",))
         if rec.status is S.REJECTED:
             raise _Fail("approval rejected", Code.APPROVAL_REJECTED,
-                        (f"approval {rec.approval_id} was rejected: {rec.rejection_reason}",))
+                        (f"approval {rec.approval_id} was rejected: {_text(rec.rejection_reason)}",))
         if rec.status is S.EXPIRED:
             raise _Fail("approval expired", Code.APPROVAL_EXPIRED, (f"approval {rec.approval_id} has expired",))
         if problem := grant_problem(rec):  # a damaged store: what the grant is checked against cannot be read
@@ -135,3 +135,13 @@ class ApprovalGate:
     def _audit(self, ctx: CallContext, event: str, code: Code, **fields: Any) -> None:
         self.service.audit.record("approval", decision_id=ctx.decision_id, code=str(code), action=event,
                                   at=self.service.clock(), **fields)
+
+
+def _votes(rec: ApprovalRecord) -> int:
+    """Votes counted on ``rec`` (0 when its approvers are damaged: no list)."""
+    return len(rec.approvers) if isinstance(rec.approvers, (tuple, list)) else 0
+
+
+def _text(value: object) -> str:
+    """Stored text as the agent can be sent it: what is not UTF-8 (a damaged row) as ``?``."""
+    return value.encode("utf-8", "replace").decode() if isinstance(value, str) else ""

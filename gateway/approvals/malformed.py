@@ -21,6 +21,7 @@ import json
 import math
 from typing import Any, Callable, Iterator
 
+from gateway.store._records import NOT_FINITE
 from gateway.store.base import WHOLE_RECORD, ApprovalRecord
 
 MALFORMED_REASON = "toolgate: malformed record: "
@@ -64,10 +65,12 @@ def _risk(value: Any) -> str:
     if not isinstance(value, dict):
         return f"not an object ({type(value).__name__})"
     try:
-        json.dumps(value, ensure_ascii=False, default=str).encode()
+        json.dumps(value, ensure_ascii=False, default=str, allow_nan=False).encode()
     except UnicodeEncodeError:
         return NOT_UTF8
-    except (TypeError, ValueError, RecursionError):
+    except ValueError:  # allow_nan: 1e400 reads back as infinity
+        return "holds a number JSON cannot write (not finite)"
+    except (TypeError, RecursionError):
         return "not a JSON object"
     return ""
 
@@ -90,8 +93,11 @@ and the vote audited with: a record with one of them bad can be neither approved
 
 
 def _problems(rec: ApprovalRecord) -> Iterator[tuple[str, str]]:
-    yield from rec.load_problems
+    """The store's problems, then the fields'; a number that is not finite last, so that a field
+    holding it (``expires_at: out of range``) is named first."""
+    yield from (p for p in rec.load_problems if p[1] != NOT_FINITE)
     yield from _bad_values(rec)
+    yield from (p for p in rec.load_problems if p[1] == NOT_FINITE)
 
 
 def _bad_values(rec: ApprovalRecord) -> Iterator[tuple[str, str]]:
@@ -111,10 +117,11 @@ def vote_problem(rec: ApprovalRecord) -> str:
                  if name in VOTE_FIELDS or name == WHOLE_RECORD or NOT_UTF8 in problem), "")
 
 
-GRANT_FIELDS = ("approval_id", "tenant", "agent", "user", "status", "groups_any", "quorum", "grant_jti", "grant")
+GRANT_FIELDS = ("approval_id", "tenant", "agent", "user", "status", "groups_any", "quorum", "grant_jti", "grant",
+                "tool", "args_hash", "decision_id")
 """The fields a presented grant is checked against (``gateway.approvals.gate``): whose request it
 is, its status (a record whose own status is at odds with the row's is suspect), its approvers'
-groups and quorum, the grant issued for it."""
+groups and quorum, the grant issued for it; and those its ``executed`` event is audited with."""
 
 
 def grant_problem(rec: ApprovalRecord) -> str:

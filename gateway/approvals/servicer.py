@@ -25,7 +25,7 @@ import grpc
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.approvals.follow import Follower
-from gateway.approvals.malformed import record_problem, salvaged
+from gateway.approvals.malformed import grant_problem, record_problem, salvaged
 from gateway.approvals.service import (MAX_REASON, ApprovalError, ApprovalService, NotFound, PermissionDenied,
                                        Refusal, is_approver, is_requester)
 from gateway.audit import caller_text, escaped
@@ -63,7 +63,7 @@ def record_to_proto(rec: ApprovalRecord, identity: Identity) -> pb.Approval:
         groups_any=list(rec.groups_any), quorum=rec.quorum, created_at=_ts(rec.created_at),
         expires_at=_ts(rec.expires_at), approvers=list(rec.approvers), rejection_reason=rec.rejection_reason,
         risk=pb.Risk(**{k: str(v) for k, v in rec.risk.items() if k in ("side_effect", "reversibility", "data_sensitivity")}),
-        grant=rec.grant if is_requester(identity, rec) else "", decision_id=rec.decision_id, audience=rec.audience,
+        grant=rec.grant if is_requester(identity, rec) and not grant_problem(rec) else "", decision_id=rec.decision_id, audience=rec.audience,
         damage=damage,
     )
 

@@ -47,7 +47,7 @@ def load_approval(stored: Any, *, approval_id: Any, status: Any, tenant: Any, cr
     what is not UTF-8 becomes lone surrogates, which ``malformed`` marks); the rest its columns."""
     columns = {"approval_id": _text(approval_id), "tenant": _text(tenant), "created_at": created_at}
     raw, whole = parse(stored)
-    problems = [(WHOLE_RECORD, whole)] if whole else []
+    problems = [(WHOLE_RECORD, whole or NOT_FINITE)] if whole or _not_finite(raw) else []
     values = {}
     for name, f in _STORED.items():
         if name in raw:
@@ -83,6 +83,21 @@ def transition_changes(
     if approvers is not None:
         changes["approvers"] = list(approvers)
     return changes
+
+
+NOT_FINITE = "holds a number JSON cannot write back (not finite)"
+"""A record with ``1e400`` or ``NaN`` in it: PostgreSQL's json could not store its changes, so it takes
+no vote and no grant (as a record that is no object), and a write changes its status column alone."""
+
+
+def _not_finite(raw: dict[str, Any]) -> bool:
+    try:
+        json.dumps(raw, allow_nan=False)
+    except ValueError:
+        return True
+    except (TypeError, RecursionError):  # what json.loads gave: neither can happen, but never raise
+        return True
+    return False
 
 
 def parse(stored: Any) -> tuple[dict[str, Any], str]:

@@ -156,3 +156,65 @@ async def test_a_granted_request_damaged_where_its_grant_is_checked_is_refused_n
     assert calls_recorded(Path(running.app.config.data_path) / "sandbox", "count_write") == 0
     [failed] = [r for r in audit(running) if r.get("action") == "verification_failed"]
     assert problem in failed["reason"], failed
+
+
+@pytest.mark.parametrize("approvers", [None, 7])
+async def test_a_pending_request_whose_approvers_are_damaged_answers_pending_not_internal(
+        gw, tmp_path: Path, approvers: Any) -> None:
+    running, c = gw
+    a = await requested(c)
+    set_record(tmp_path, a.approval_id, json.dumps({**stored(tmp_path, a.approval_id), "approvers": approvers}))
+    resp = await c.call("count_write", ARGS, approval_id=a.approval_id)
+    assert resp.code == "approval_pending", resp
+    from gateway.approvals.follow import state
+
+    assert state(await running.app.store.get_approval(a.approval_id))[1] == ()  # what Watch compares
+
+
+async def test_a_rejection_reason_that_is_not_utf8_is_refused_and_a_stored_one_reaches_the_agent(
+        gw, tmp_path: Path) -> None:
+    running, c = gw
+    a = await requested(c)
+    # an approver's own signer: its payload JSON escapes a lone surrogate (RFC 8785 refuses to write one)
+    import time as _time
+    import uuid as _uuid
+
+    from approval_helpers import demo_key
+
+    key, now = demo_key("bob"), int(_time.time())
+    claims = {"iss": "bob", "sub": a.approval_id, "aud": a.audience, "tool": a.tool, "args_hash": a.args_hash,
+              "tenant": a.tenant, "run_id": a.run_id, "iat": now, "exp": now + 300, "jti": str(_uuid.uuid4()),
+              "reason": "no \udfff"}
+    token = tokens._JWS.encode(json.dumps(claims).encode(), key.key, algorithm=tokens.ALGORITHM,
+                               headers={"kid": key.kid, "typ": tokens.TYP_REJECTION})
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await c.approvals.Reject(pb.RejectApprovalRequest(approval_id=a.approval_id, token=token),
+                                 metadata=c.md(APPROVER["bob"]), timeout=10)
+    assert json.loads(err.value.details())["code"] == "invalid_approval"
+    # one stored so anyway (a damaged store): the agent still hears the rejection
+    set_record(tmp_path, a.approval_id, json.dumps({**stored(tmp_path, a.approval_id), "status": "rejected",
+                                                    "rejection_reason": "no \udfff"}))
+    with closing(sqlite3.connect(tmp_path / "data" / "toolgate.db", timeout=10)) as db, db:
+        db.execute("UPDATE approvals SET status='rejected' WHERE approval_id=?", (a.approval_id,))
+    resp = await c.call("count_write", ARGS, approval_id=a.approval_id)
+    assert resp.code == "approval_rejected" and "no ?" in resp.refused.reasons[0], resp
+
+
+@pytest.mark.parametrize("damage", [{"risk": {"side_effect": "write", "score": 1e400}},
+                                    {"a_later_versions_field": 1e400}])
+async def test_a_number_that_is_not_finite_is_never_approved_nor_granted(
+        gw, tmp_path: Path, damage: dict[str, Any]) -> None:
+    """PostgreSQL's json could not store a grant beside it (the change would be lost while the audit
+    said granted): such a request is marked, takes no vote, and a grant issued before is refused."""
+    from gateway.approvals.malformed import grant_problem, record_problem, vote_problem
+
+    running, c = gw
+    a = await requested(c)
+    text = json.dumps({**stored(tmp_path, a.approval_id), **damage})
+    set_record(tmp_path, a.approval_id, text)
+    rec = await running.app.store.get_approval(a.approval_id)
+    assert "not finite" in record_problem(rec) and "not finite" in vote_problem(rec)
+    assert "not finite" in grant_problem(rec)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await c.submit(a, "alice")
+    assert json.loads(err.value.details())["code"] == "invalid_approval"

@@ -114,6 +114,24 @@ async def gateway(config: Config):
         await running.stop()
 
 
+def policy_bundle(folder: Path, rego: str) -> Path:
+    """A policy bundle of one file, ``rego``, made in ``folder`` (for ``policy.bundle``)."""
+    folder.mkdir()
+    (folder / "policy.rego").write_text(rego)
+    return folder
+
+
+async def call_once(config: Config, tool: str, args: bytes | str = b"{}", **fields: Any) -> pb.ToolCallResponse:
+    """Start a gateway on ``config``, make one call as the demo agent, stop it; the response."""
+    running = await start_gateway(config)
+    client = Client(running.address)
+    try:
+        return await client.call(tool, args, **fields)
+    finally:
+        await client.close()
+        await running.stop()
+
+
 class Client:
     """A thin async test client: raw gRPC stubs with the API key in metadata."""
 

@@ -152,19 +152,10 @@ async def test_a_slow_tool_does_not_delay_a_fast_call(client):
 
 
 async def test_tool_timeout_is_reported_as_tool_timeout(tmp_path):
-    from tests.conftest import demo_config
+    from tests.conftest import call_once, demo_config, policy_bundle
 
-    bundle = tmp_path / "allow_all"
-    bundle.mkdir()
-    (bundle / "p.rego").write_text(ALLOW_ALL)
-    cfg = demo_config(tmp_path, policy={"bundle": str(bundle)})
-    running = await start_gateway(cfg)
-    c = Client(running.address)
-    try:
-        resp = await c.call("sleep_short", '{"seconds": 5}')
-    finally:
-        await c.close()
-        await running.stop()
+    cfg = demo_config(tmp_path, policy={"bundle": str(policy_bundle(tmp_path / "allow_all", ALLOW_ALL))})
+    resp = await call_once(cfg, "sleep_short", '{"seconds": 5}')
     assert resp.code == "tool_timeout"
     assert resp.observation.status == "error" and resp.observation.error.type == "timeout"
 

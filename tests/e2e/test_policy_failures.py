@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gateway.testing import calls_recorded, start_gateway
-from tests.conftest import Client, audit_records, audit_steps, demo_config
+from tests.conftest import Client, audit_records, audit_steps, call_once, demo_config, policy_bundle
 
 HEADER = "package toolgate\nimport rego.v1\nvisible := true\n"
 
@@ -28,28 +28,20 @@ CASES = {
 
 
 def _gateway_config(tmp_path: Path, body: str):
-    bundle = tmp_path / "bundle"
-    bundle.mkdir()
-    (bundle / "policy.rego").write_text(HEADER + body + "\n")
-    return demo_config(tmp_path, policy={"bundle": str(bundle)})
+    return demo_config(tmp_path, policy={"bundle": str(policy_bundle(tmp_path / "bundle", HEADER + body + "\n"))})
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 async def test_bad_decisions_deny_and_never_execute(tmp_path, name):
     body, code = CASES[name]
-    running = await start_gateway(_gateway_config(tmp_path, body))
-    client = Client(running.address)
-    try:
-        resp = await client.call("count_call", '{"n": 1}')
-    finally:
-        await client.close()
-        await running.stop()
+    cfg = _gateway_config(tmp_path, body)
+    resp = await call_once(cfg, "count_call", '{"n": 1}')
     assert resp.WhichOneof("outcome") == "refused"
     assert resp.refused.code in {"policy_invalid_decision", "policy_unavailable"}
     assert resp.refused.code == code, resp.refused
-    assert calls_recorded(running.app.config.data_path / "sandbox", "count_call") == 0
-    records = [r for r in audit_records(running.app.config.audit_path) if r["decision_id"] == resp.decision_id]
-    policy = [s for s in audit_steps(running.app.config.audit_path) if s["decision_id"] == resp.decision_id and s["stage"] == "policy"]
+    assert calls_recorded(cfg.data_path / "sandbox", "count_call") == 0
+    records = [r for r in audit_records(cfg.audit_path) if r["decision_id"] == resp.decision_id]
+    policy = [s for s in audit_steps(cfg.audit_path) if s["decision_id"] == resp.decision_id and s["stage"] == "policy"]
     assert policy and policy[0]["code"] == code and policy[0]["detail"]
     assert records[-1]["stage"] == "result" and records[-1]["executed"] is False
 

@@ -18,8 +18,7 @@ from gateway.config import ConfigError, load_config
 from gateway.credentials import ResolvedCredentials
 from gateway.executors.mcp import McpExecutor, parse_upstreams
 from gateway.executors.subprocess import SubprocessExecutor
-from gateway.testing import start_gateway
-from tests.conftest import DEMO_CONFIG, Client, audit_steps
+from tests.conftest import DEMO_CONFIG, audit_steps
 
 PY = sys.executable
 TOUCH = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ran')"
@@ -82,23 +81,15 @@ visible := true
 
 
 async def test_through_the_gateway_a_policy_narrowing_a_subprocess_tool_is_egress_denied_and_audited(tmp_path):
-    from tests.conftest import demo_config
+    from tests.conftest import call_once, demo_config, policy_bundle
 
-    bundle = tmp_path / "narrowing"
-    bundle.mkdir()
-    (bundle / "p.rego").write_text(NARROWING_POLICY)
+    bundle = policy_bundle(tmp_path / "narrowing", NARROWING_POLICY)
     marker = tmp_path / "ran"
     tool = {"name": "touch", "risk": {"side_effect": "read"}, "input_schema": {"type": "object"},
             "executor": {"kind": "subprocess", "argv": [PY, "-c", TOUCH, str(marker)]}}
     cfg = demo_config(tmp_path, policy={"bundle": str(bundle)})
     cfg = cfg.model_copy(update={"tools": [*cfg.tools, type(cfg.tools[0]).model_validate(tool)]})
-    running = await start_gateway(cfg)
-    client = Client(running.address)
-    try:
-        resp = await client.call("touch", "{}")
-    finally:
-        await client.close()
-        await running.stop()
+    resp = await call_once(cfg, "touch", "{}")
     assert resp.code == "egress_denied", resp
     assert resp.observation.error.type == "egress_denied" and not marker.exists()
     steps = [s for s in audit_steps(cfg.audit_path) if s["stage"] == "execute"]

@@ -27,7 +27,6 @@ from typing import Any, Mapping
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gateway.approvals.malformed import past_expiry
 from gateway.config import ConfigError
 from gateway.tracing import TracingConfig
 
@@ -172,6 +171,8 @@ class _PendingApprovals:
         except Exception as exc:  # store down, loop closed: leave the gauge out of this scrape
             log.warning("approvals_pending_unavailable", error=type(exc).__name__)
             return
+        from gateway.approvals.malformed import past_expiry  # only when scraped: the approvals package is large
+
         now = time.time()
         gauge.add_metric([], sum(1 for r in records if not past_expiry(r, now)))  # a damaged expiry is past
         yield gauge

@@ -67,6 +67,11 @@ def load_approval(stored: Any, *, approval_id: Any, status: Any, tenant: Any, cr
     return ApprovalRecord(**values, load_problems=tuple(problems))
 
 
+def load_row(stored: Any, approval_id: Any, status: Any, tenant: Any, created_at: Any) -> ApprovalRecord:
+    """``load_approval`` of a row read as its record and its columns, in this order (both stores)."""
+    return load_approval(stored, approval_id=approval_id, status=status, tenant=tenant, created_at=created_at)
+
+
 def changed_record(stored: Any, changes: dict[str, Any]) -> dict[str, Any] | None:
     """The stored object with ``changes`` made; None when ``stored`` holds no JSON object."""
     raw, whole = parse(stored)

@@ -46,7 +46,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool
 
-from gateway.store._records import changed_record, load_approval, transition_changes
+from gateway.store._records import changed_record, load_row, transition_changes
 from gateway.store.base import (
     RECENT_SECONDS,
     ApprovalRecord,
@@ -67,7 +67,7 @@ _DB_NOW = "extract(epoch from clock_timestamp())::double precision"
 """The database server's clock, which stamps approval changes (``changed_approvals``)."""
 _NUL = "\x00"
 _ROW = "record::text, approval_id, status, tenant, created_at"
-"""An approval row as ``_load`` takes it: the record's JSON as stored, unparsed."""
+"""An approval row as ``load_row`` takes it: the record's JSON as stored, unparsed."""
 MIGRATION_LOCK = 0x746F6F6C67617465  # "toolgate": the advisory lock key for migrations
 _CLAIM_RETRIES = 5
 
@@ -231,7 +231,7 @@ class PostgresStore:
             row = await (await conn.execute(
                 f"SELECT {_ROW} FROM approvals WHERE approval_id = %s", (approval_id,)
             )).fetchone()
-        return None if row is None else _load(*row)
+        return None if row is None else load_row(*row)
 
     async def list_approvals(self, *, tenant: str = "", status: str = "", limit: int = 500) -> list[ApprovalRecord]:
         async with self._connection() as conn:
@@ -240,7 +240,7 @@ class PostgresStore:
                 "ORDER BY created_at DESC LIMIT %(n)s",
                 {"t": tenant, "s": str(status), "n": limit},
             )).fetchall()
-        return [_load(*r) for r in rows]
+        return [load_row(*r) for r in rows]
 
     async def changed_approvals(
         self, *, tenant: str, since: float | None, limit: int = 500
@@ -252,7 +252,7 @@ class PostgresStore:
                 "ORDER BY changed_at LIMIT %s",
                 (tenant, now - RECENT_SECONDS if since is None else since, limit),
             )).fetchall()
-        return [_load(*r[:5]) for r in rows], (rows[-1][5] if len(rows) >= limit else now - RECENT_SECONDS)
+        return [load_row(*r[:5]) for r in rows], (rows[-1][5] if len(rows) >= limit else now - RECENT_SECONDS)
 
     async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:
         if _NUL in approval_id:
@@ -301,7 +301,7 @@ class PostgresStore:
                     "WHERE approval_id = %s",
                     (str(to_status), stored, approval_id),
                 )
-        return _load(row[0] if stored is None else stored, row[1], str(to_status), *row[3:])
+        return load_row(row[0] if stored is None else stored, row[1], str(to_status), *row[3:])
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -351,10 +351,6 @@ def _merged_json(merged: dict[str, Any] | None) -> str | None:
     except ValueError:
         return None
 
-
-def _load(stored: Any, approval_id: Any, status: Any, tenant: Any, created_at: Any) -> ApprovalRecord:
-    """The record an approval row holds, read as ``_ROW`` (``gateway.store._records``)."""
-    return load_approval(stored, approval_id=approval_id, status=status, tenant=tenant, created_at=created_at)
 
 
 def _capacity(buckets: Sequence[BucketSpec], key: str) -> float:

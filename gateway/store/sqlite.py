@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import structlog
 
 from gateway.store._checkpoint import WalCheckpointer
-from gateway.store._records import changed_record, load_approval, transition_changes
+from gateway.store._records import changed_record, load_row, transition_changes
 from gateway.store.base import (
     RECENT_SECONDS,
     ApprovalRecord,
@@ -67,7 +67,7 @@ log = structlog.get_logger("toolgate.store")
 
 _ROW = ("CAST(record AS BLOB), CAST(approval_id AS BLOB), CAST(status AS BLOB), CAST(tenant AS BLOB), "
         "CASE WHEN typeof(created_at) IN ('integer', 'real') THEN created_at END")
-"""An approval row as ``_load`` takes it: its text as bytes (SQLite's own decoding fails the whole
+"""An approval row as ``load_row`` takes it: its text as bytes (SQLite's own decoding fails the whole
 read on a byte that is not UTF-8), its ``created_at`` when it is a number."""
 
 _LOCKED = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
@@ -221,7 +221,7 @@ class SQLiteStore:
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         row = await self._run(lambda: self._db.execute(
             f"SELECT {_ROW} FROM approvals WHERE approval_id=?", (approval_id,)).fetchone())
-        return None if row is None else _load(*row)
+        return None if row is None else load_row(*row)
 
     async def list_approvals(self, *, tenant: str = "", status: str = "", limit: int = 500) -> list[ApprovalRecord]:
         # Only the filters given go into the WHERE clause: "(?='' OR tenant=?)" would keep SQLite
@@ -230,7 +230,7 @@ class SQLiteStore:
         sql = f"SELECT {_ROW} FROM approvals" + (" WHERE " + " AND ".join(f"{c}=?" for c, _ in where) if where else "")
         rows = await self._run(lambda: self._db.execute(
             sql + " ORDER BY created_at DESC LIMIT ?", (*(v for _, v in where), limit)).fetchall())
-        return [_load(*r) for r in rows]
+        return [load_row(*r) for r in rows]
 
     async def changed_approvals(
         self, *, tenant: str, since: float | None, limit: int = 500
@@ -244,7 +244,7 @@ class SQLiteStore:
             return rows, now
 
         rows, now = await self._run(read)
-        return [_load(*r[:5]) for r in rows], (rows[-1][5] if len(rows) >= limit else now - RECENT_SECONDS)
+        return [load_row(*r[:5]) for r in rows], (rows[-1][5] if len(rows) >= limit else now - RECENT_SECONDS)
 
     async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:
         return await self._atomic(lambda: self._vote(approval_id, approver, jti, now))
@@ -276,7 +276,7 @@ class SQLiteStore:
 
         def step() -> tuple[bool, ApprovalRecord | None]:
             row = self._db.execute(f"SELECT {_ROW} FROM approvals WHERE approval_id=?", (approval_id,)).fetchone()
-            if row is None or _load(*row).status != from_status:
+            if row is None or load_row(*row).status != from_status:
                 return False, None
             stored, row_id, _, tenant, created_at = row
             new = changed_record(stored, changes)
@@ -287,7 +287,7 @@ class SQLiteStore:
                 stored = _dump_json(new)
                 self._db.execute("UPDATE approvals SET status=?, record=?, changed_at=? WHERE approval_id=?",
                                  (str(to_status), stored, time.time(), approval_id))
-            return True, _load(stored, row_id, str(to_status), tenant, created_at)
+            return True, load_row(stored, row_id, str(to_status), tenant, created_at)
 
         return await self._atomic(step)
 
@@ -362,7 +362,3 @@ def _dump_json(raw: dict[str, Any]) -> str:
         return json.dumps(raw, separators=(",", ":"))
     return text
 
-
-def _load(stored: Any, approval_id: Any, status: Any, tenant: Any, created_at: Any) -> ApprovalRecord:
-    """The record an approval row holds, read as ``_ROW`` (``gateway.store._records``)."""
-    return load_approval(stored, approval_id=approval_id, status=status, tenant=tenant, created_at=created_at)

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.store.base import ApprovalRecord, ApprovalStatus
-from gateway.store.sqlite import _dump, _load
+from gateway.store._records import load_row
+from gateway.store.sqlite import _dump
 
 text = st.text(max_size=12)
 json_leaf = st.none() | st.booleans() | st.integers(-2**40, 2**40) | text
@@ -32,5 +33,5 @@ records = st.builds(
 def test_stored_json_is_what_asdict_gave_and_reads_back_equal(rec: ApprovalRecord) -> None:
     stored = {k: v for k, v in dataclasses.asdict(rec).items() if k != "load_problems"}  # never stored
     assert _dump(rec) == json.dumps(stored, separators=(",", ":"), ensure_ascii=False)
-    assert _load(_dump(rec), rec.approval_id, str(rec.status), rec.tenant, rec.created_at) == rec
+    assert load_row(_dump(rec), rec.approval_id, str(rec.status), rec.tenant, rec.created_at) == rec
 

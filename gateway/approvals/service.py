@@ -207,9 +207,6 @@ class ApprovalService:
         rec = await self._pending_for_approver(identity, approval_id)
         verified = self._verify_approver_token(identity, rec, token, tokens.TYP_REJECTION)
         reason = verified.claims["reason"]
-        if not reason.isascii() and not _utf8(reason):
-            raise Refusal(Code.INVALID_APPROVAL, "the rejection's reason is not UTF-8 text (it holds a lone "
-                          "surrogate): sign it again with text")
         if len(reason) > MAX_REJECTION_REASON:
             raise Refusal(Code.REJECTION_REASON_TOO_LONG, f"the rejection's reason has {len(reason)} characters; "
                           f"a gateway keeps at most {MAX_REJECTION_REASON}: sign it again with a shorter one")
@@ -295,11 +292,3 @@ class ApprovalService:
     def record_event(self, event: str, rec: ApprovalRecord, code: Code, **fields: Any) -> None:
         """For the gate: audit (and publish) an event about ``rec``."""
         self._event(event, rec, code, **fields)
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -191,6 +191,8 @@ async def test_a_rejection_reason_that_is_not_utf8_is_refused_and_a_stored_one_r
         await c.approvals.Reject(pb.RejectApprovalRequest(approval_id=a.approval_id, token=token),
                                  metadata=c.md(APPROVER["bob"]), timeout=10)
     assert json.loads(err.value.details())["code"] == "invalid_approval"
+    [failed] = [r for r in audit(running) if r.get("action") == "verification_failed"]  # the token's strict claims
+    assert (failed["code"], failed["reason"]) == ("invalid_approval", "claims are not a strict JSON object")
     # one stored so anyway (a damaged store): the agent still hears the rejection
     set_record(tmp_path, a.approval_id, json.dumps({**stored(tmp_path, a.approval_id), "status": "rejected",
                                                     "rejection_reason": "no \udfff"}))

@@ -305,6 +305,35 @@ class Config(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _executors_can_do_what_tools_ask(self) -> "Config":
+        """What a descriptor asks of its executor is checked at load, not ignored at each call: an
+        egress allow-list only the http executor reads, an MCP upstream that is not configured, a
+        ``constraints.hosts`` narrowing for a stdio upstream (a process, which can reach any host)."""
+        for tool in self.tools:
+            ex = tool.executor
+            if ex.allowed_hosts and ex.kind != "http":
+                raise PydanticCustomError(
+                    "allowed_hosts_unused",
+                    "tool '{name}': executor.allowed_hosts is read by the http executor only and would be "
+                    "ignored for a {kind} tool; remove it (constraints.hosts narrows a python or HTTP MCP tool)",
+                    {"name": tool.name, "kind": ex.kind})
+            if ex.kind != "mcp":
+                continue
+            upstream = self.mcp_upstreams.get(ex.server)
+            if not isinstance(upstream, dict):
+                known = ", ".join(sorted(self.mcp_upstreams)) or "none are configured"
+                raise PydanticCustomError(
+                    "mcp_upstream_unknown", "tool '{name}': executor.server '{server}' names no entry of "
+                    "mcp_upstreams ({known})", {"name": tool.name, "server": ex.server, "known": known})
+            if upstream.get("transport") == "stdio" and tool.constraints.get("hosts") is not None:
+                raise PydanticCustomError(
+                    "hosts_unenforceable",
+                    "tool '{name}': constraints.hosts cannot be enforced for a tool of the stdio MCP upstream "
+                    "'{server}' (a process cannot be confined to hosts); remove it, or serve the upstream "
+                    "over HTTP", {"name": tool.name, "server": ex.server})
+        return self
+
+    @model_validator(mode="after")
     def _opa_ca_file_loads(self) -> "Config":
         """A set ``policy.opa_ca_file`` is an https OPA's trust anchor: it must load now, not at the first call."""
         if not self.policy.opa_ca_file:

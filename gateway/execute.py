@@ -26,7 +26,14 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from gateway.codes import Code
 from gateway.config import ToolConfig
-from gateway.executors.base import ExecRequest, ExecResult, ExecutorRegistry
+from gateway.executors.base import (
+    ExecRequest,
+    ExecResult,
+    ExecutorRegistry,
+    holds_to_hosts,
+    process_name,
+    unconfined_message,
+)
 from gateway.models import CallContext, Refused
 from gateway.ratelimit import ConcurrencyLimiter, RateLimiter
 
@@ -144,8 +151,29 @@ class ExecuteStage:
         """Waits for work calls left running; each gives back its call's slot when it ends."""
         self._retry, self._clock, self._sleep, self._rand = retry, clock, sleep, rand
 
+    def egress_refusal(self, ctx: CallContext) -> Refused | None:
+        """``egress_denied`` for a call narrowed to hosts (by its effective constraints, or by its
+        credentials once resolved) whose executor cannot hold it to them (``confines_hosts``; an
+        executor that does not say cannot). The pipeline asks before it requests an approval, so
+        nobody is asked to approve a call that could not run, and ``admit`` asks again."""
+        tool = ctx.tool.config
+        decided = getattr(ctx.decision, "constraints", None) or {}
+        if (tool.constraints.get("hosts") is None and decided.get("hosts") is None
+                and getattr(ctx.credentials, "hosts", None) is None):
+            return None
+        try:
+            executor = self._executors.for_tool(tool)
+        except LookupError:  # no executor of its kind here: nothing to confine it either
+            return Refused(Code.EGRESS_DENIED, (f"no {tool.executor.kind} executor here can confine this call to hosts",))
+        if holds_to_hosts(executor, tool):
+            return None
+        return Refused(Code.EGRESS_DENIED, (unconfined_message(process_name(tool)),))
+
     async def admit(self, ctx: CallContext) -> Refused | None:
-        """Take a rate-limit token and a concurrency slot for this call, or refuse."""
+        """Refuse a call its executor cannot confine (``egress_refusal``); else take a rate-limit
+        token and a concurrency slot for it, or refuse."""
+        if (refused := self.egress_refusal(ctx)) is not None:
+            return refused
         tool = ctx.tool.config
         if self._rate is not None:
             limited = await self._rate.acquire(ctx.identity.tenant, tool, self._clock())

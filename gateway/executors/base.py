@@ -105,14 +105,39 @@ def unconfined_egress(request: ExecRequest, process: str) -> ExecResult | None:
     any host."""
     if request.constraints.get("hosts") is None and getattr(request.credentials, "hosts", None) is None:
         return None
-    return ExecResult.failure(Code.EGRESS_DENIED.value, (
-        f"this call may reach only the hosts its policy allows, and {process} cannot be confined to "
-        "hosts, so it was not started; a tool that must be narrowed to hosts runs with the http "
-        "executor (or an http MCP upstream)"))
+    return ExecResult.failure(Code.EGRESS_DENIED.value, unconfined_message(process))
+
+
+def unconfined_message(process: str) -> str:
+    """Why a call narrowed to hosts is refused when ``process`` cannot be held to them."""
+    return (f"this call may reach only the hosts its policy allows, and {process} cannot be confined to "
+            "hosts, so it was not started; a tool that must be narrowed to hosts runs with the http "
+            "executor (or an http MCP upstream)")
+
+
+def process_name(tool: ToolConfig) -> str:
+    """What runs ``tool``, as ``unconfined_message`` names it."""
+    ex = tool.executor
+    if ex.kind == "subprocess":
+        return "a subprocess"
+    if ex.kind == "mcp":
+        return f"the stdio MCP upstream {ex.server}"  # an HTTP one confines (McpExecutor.confines_hosts)
+    return f"the {ex.kind} executor"
 
 
 class Executor(Protocol):
     async def execute(self, request: ExecRequest) -> ExecResult: ...
+
+    def confines_hosts(self, tool: ToolConfig) -> bool:
+        """Whether a call of ``tool`` can be held to the hosts its constraints narrow it to. An
+        executor without this method cannot (``holds_to_hosts``): its narrowed calls are refused."""
+        ...
+
+
+def holds_to_hosts(executor: object, tool: ToolConfig) -> bool:
+    """``executor.confines_hosts(tool)``; False for an executor that does not say (fail closed)."""
+    confines = getattr(executor, "confines_hosts", None)
+    return bool(confines(tool)) if callable(confines) else False
 
 
 class ExecutorRegistry:

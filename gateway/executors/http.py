@@ -135,6 +135,11 @@ class HttpExecutor:
     enforces_timeout = True
     """Stops at ``request.timeout`` itself (and cleans up)."""
 
+    @staticmethod
+    def confines_hosts(tool: Any) -> bool:
+        """Every request goes to a host of the effective allow-list, checked where it connects."""
+        return True
+
     def __init__(self, *, resolver: Resolver = system_resolver) -> None:
         # two pools: names resolving inside the network are refused by one, allowed by the other
         self._public = _client(CheckedBackend(allow_private=False, resolver=resolver))

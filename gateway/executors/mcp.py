@@ -171,6 +171,12 @@ class McpExecutor:
         return cls(parse_upstreams(raw), getattr(config, "base_dir", "."),
                    classified=classified_remote_tools(getattr(config, "tools", ())))
 
+    def confines_hosts(self, tool: Any) -> bool:
+        """An HTTP upstream's host is checked against the call's hosts; a stdio upstream is a process,
+        which can reach any host. A tool naming no known upstream fails at execution anyway."""
+        upstream = self._upstreams.get(tool.executor.server)
+        return upstream is None or upstream.transport != "stdio"
+
     async def execute(self, request: ExecRequest) -> ExecResult:
         ex = request.tool.executor
         upstream = self._upstreams.get(ex.server)

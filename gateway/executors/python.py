@@ -39,6 +39,12 @@ class PythonExecutor:
     enforces_timeout = True
     """Answers at ``request.timeout`` itself (a thread it cannot stop is handed to the stage)."""
 
+    @staticmethod
+    def confines_hosts(tool: Any) -> bool:
+        """A python tool is gateway code, trusted to honour the ``hosts`` it is handed in
+        ``context.constraints`` (the README says so to whoever writes one)."""
+        return True
+
     def __init__(self, *, max_threads: int = DEFAULT_MAX_THREADS, threads_per_tenant: int | None = None) -> None:
         share = min(DEFAULT_THREADS_PER_TENANT, max_threads) if threads_per_tenant is None else threads_per_tenant
         if not 1 <= share <= max_threads:

@@ -122,6 +122,11 @@ class SubprocessExecutor:
     enforces_timeout = True
     """Stops at ``request.timeout`` itself (and cleans up)."""
 
+    @staticmethod
+    def confines_hosts(tool: Any) -> bool:
+        """A process can reach any host."""
+        return False
+
     async def execute(self, request: ExecRequest) -> ExecResult:
         if (refused := unconfined_egress(request, "a subprocess")) is not None:
             return refused

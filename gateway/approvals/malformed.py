@@ -54,6 +54,11 @@ def _int32(value: Any) -> str:
     return "" if -INT32 - 1 <= value <= INT32 else "out of range"
 
 
+def _quorum(value: Any) -> str:
+    """A count of approvers: below one, any vote (or none) would make it."""
+    return _int32(value) or ("less than 1" if value < 1 else "")
+
+
 def _time(value: Any) -> str:
     if type(value) not in (int, float):
         return f"not a number ({type(value).__name__})"
@@ -76,18 +81,19 @@ def _risk(value: Any) -> str:
 
 
 _KINDS: dict[str, tuple[Callable[[Any], str], Any]] = {
-    "text": (_text, ""), "texts": (_texts, ()), "int32": (_int32, 0), "time": (_time, 0), "risk": (_risk, {}),
+    "text": (_text, ""), "texts": (_texts, ()), "int32": (_int32, 0), "quorum": (_quorum, 0), "time": (_time, 0),
+    "risk": (_risk, {}),
 }
 """Each kind of field: its check, and the stand-in a salvaged record has in place of a bad value."""
 _FIELDS = {
     **dict.fromkeys(("approval_id", "tenant", "agent", "user", "run_id", "tool", "tool_version", "args_json",
                      "args_hash", "decision_id", "audience", "rejection_reason", "grant"), "text"),
     **dict.fromkeys(("reasons", "groups_any", "approvers"), "texts"),
-    "grant_jti": "text", "step": "int32", "quorum": "int32", "created_at": "time", "expires_at": "time", "risk": "risk",
+    "grant_jti": "text", "step": "int32", "quorum": "quorum", "created_at": "time", "expires_at": "time", "risk": "risk",
 }
 """The fields a record is shown with, by kind (and ``grant_jti``, never shown but stored)."""
 VOTE_FIELDS = ("approval_id", "tenant", "agent", "user", "run_id", "tool", "args_hash", "audience", "groups_any",
-               "decision_id")
+               "decision_id", "quorum")
 """The fields an approver's token is checked against (``ApprovalService._verify_approver_token``),
 and the vote audited with: a record with one of them bad can be neither approved nor rejected."""
 

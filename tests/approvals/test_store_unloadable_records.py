@@ -138,6 +138,8 @@ async def test_a_granted_request_holding_text_that_is_not_utf8_is_executed_and_s
 
 @pytest.mark.parametrize("field,value,problem", [
     ("quorum", "2", "quorum: not an integer (str)"),
+    ("quorum", 0, "quorum: less than 1"),  # any approvers, or none, would do
+    ("quorum", -3, "quorum: less than 1"),
     ("groups_any", "ops", "groups_any: not a list (str)"),
     ("grant_jti", 7, "grant_jti: not text (int)"),
     ("status", "pending", "status: differs from the row's column"),  # the row says approved
@@ -156,6 +158,22 @@ async def test_a_granted_request_damaged_where_its_grant_is_checked_is_refused_n
     assert calls_recorded(Path(running.app.config.data_path) / "sandbox", "count_write") == 0
     [failed] = [r for r in audit(running) if r.get("action") == "verification_failed"]
     assert problem in failed["reason"], failed
+
+
+@pytest.mark.parametrize("quorum", [0, -1])
+async def test_a_pending_request_whose_quorum_is_below_one_takes_no_vote(gw, tmp_path: Path, quorum: int) -> None:
+    """A quorum no approver count can fall short of is damage, not a rule: no vote counts on it."""
+    running, c = gw
+    a = await requested(c)
+    set_record(tmp_path, a.approval_id, json.dumps({**stored(tmp_path, a.approval_id), "quorum": quorum}))
+    shown = await c.get(a.approval_id, APPROVER["alice"])
+    assert (shown.status, shown.damage) == ("pending", "quorum: less than 1"), shown
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await c.submit(a, "alice")
+    assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert "quorum: less than 1" in json.loads(err.value.details())["message"]
+    assert (await c.call("count_write", ARGS, approval_id=a.approval_id)).code == "approval_pending"
+    assert calls_recorded(Path(running.app.config.data_path) / "sandbox", "count_write") == 0
 
 
 @pytest.mark.parametrize("approvers", [None, 7])

@@ -25,6 +25,7 @@ from gateway.auth import AuthenticatedServer, RefusalAudit
 from gateway.codes import Code
 from gateway.config import Config
 from gateway.edge_limits import CappedStreams
+from gateway.key_files import KeyFileExposed, read_key_file
 from gateway.servicer import ToolGatewayServicer
 
 
@@ -90,7 +91,7 @@ def _bind(server: grpc.aio.Server, config: Config, address: str) -> int:
         tls = config.tls
         ca = Path(config.resolve(tls.client_ca_file)).read_bytes() if tls.client_ca_file else None
         creds = grpc.ssl_server_credentials(
-            [(config.resolve(tls.key_file).read_bytes(), config.resolve(tls.cert_file).read_bytes())],
+            [(_tls_key(config.resolve(tls.key_file)), config.resolve(tls.cert_file).read_bytes())],
             root_certificates=ca,
             require_client_auth=ca is not None,
         )
@@ -98,6 +99,17 @@ def _bind(server: grpc.aio.Server, config: Config, address: str) -> int:
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     return port
+
+
+def _tls_key(path: Path) -> bytes:
+    """The gateway's TLS private key (``read_key_file``): whoever can read it can pose as this gateway
+    to every agent and approver, and collect their API keys; whoever can write it can put their own in
+    its place. So others may do neither, and its group may at most read it; ValueError otherwise."""
+    try:
+        return read_key_file(path, group_may_read=True)
+    except KeyFileExposed as exc:
+        fix = "chown it to the gateway's user (or root)" if exc.owner is not None else f"run chmod 600 {path}"
+        raise ValueError(f"tls.key_file {exc}, and whoever can read it can pose as this gateway; {fix}") from None
 
 
 async def serve(config: Config, address: str | None = None, *, ready=None, worker: int | None = None) -> None:

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from gateway.approvals.config import ApprovalsConfig, ApproverKey, approvals_config
+from gateway.key_files import KeyFileExposed, read_key_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,41 +135,8 @@ def _read_grant_key(path: Path) -> bytes:
     try:
         return read_key_file(path, group_may_read=True)
     except KeyFileExposed as exc:
-        raise ValueError(f"grant key {path}: mode {exc.mode:o} lets {exc.who} read or write it, and whoever can "
-                         f"read it can sign grants; run chmod 600 {path}") from None
-
-
-class KeyFileExposed(ValueError):
-    """Raised by ``read_key_file``: the mode of a private key file lets ``who`` ("others" or "its
-    group") ``access`` it ("write": put their key in its place; "read": sign with it)."""
-
-    def __init__(self, path: str | os.PathLike[str], mode: int, who: str, access: str) -> None:
-        super().__init__(f"{os.fspath(path)}: mode {mode:o} lets {who} {access} it")
-        self.path, self.mode, self.who, self.access = path, mode, who, access
-
-
-def read_key_file(path: str | os.PathLike[str], *, group_may_read: bool = False,
-                  encrypted_may_be_read: bool = False) -> bytes:
-    """The bytes of a private key file, its mode checked on the file that is read (``fstat`` of
-    the open file, so a file swapped in after a check is not read unchecked). ``KeyFileExposed``
-    when its group or others may write it (checked before reading), or read it: unless
-    ``group_may_read`` (its group may), or ``encrypted_may_be_read`` and it is encrypted
-    (``pem_encrypted``: a copy is no use without the passphrase). POSIX only: elsewhere files
-    have no such mode, and none is refused. ``OSError`` when it cannot be read."""
-    with open(path, "rb") as f:
-        mode = os.fstat(f.fileno()).st_mode & 0o777 if os.name == "posix" else 0
-        if mode & 0o022:
-            raise KeyFileExposed(path, mode, "others" if mode & 0o002 else "its group", "write")
-        pem = f.read()
-        readers = mode & (0o004 if group_may_read else 0o044)
-        if readers and not (encrypted_may_be_read and pem_encrypted(pem)):
-            raise KeyFileExposed(path, mode, "others" if readers & 0o004 else "its group", "read")
-        return pem
-
-
-def pem_encrypted(pem: bytes) -> bool:
-    """Whether the PEM header says the key is encrypted (PKCS#8, or traditional OpenSSL)."""
-    return b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in pem or b"Proc-Type: 4,ENCRYPTED" in pem
+        fix = f"chown it to the gateway's user (or root)" if exc.owner is not None else f"run chmod 600 {path}"
+        raise ValueError(f"grant key {exc}, and whoever can read it can sign grants; {fix}") from None
 
 
 def load_private_key(pem: bytes, passphrase: bytes | None = None) -> Ed25519PrivateKey:

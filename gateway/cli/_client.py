@@ -13,6 +13,7 @@ import grpc
 
 from gateway.cli._errors import CliError
 from gateway.channel_checks import api_key_problem, client_pair_problem, on_this_machine
+from gateway.key_files import KeyFileExposed, read_key_file
 from gateway.terminal import shown
 
 EXIT_TRANSPORT = 6
@@ -45,8 +46,8 @@ def channel(ns: argparse.Namespace) -> grpc.Channel:
     if problem := client_pair_problem(ns.client_key, ns.client_cert):
         raise CliError("client_cert_incomplete", f"--client-key / --client-cert: {problem}")
     if ns.ca_file or ns.tls or ns.client_cert:
-        root, key, cert = (_tls_file(flag, path) for flag, path in (
-            ("--ca-file", ns.ca_file), ("--client-key", ns.client_key), ("--client-cert", ns.client_cert)))
+        root, cert = (_tls_file(flag, path) for flag, path in (("--ca-file", ns.ca_file), ("--client-cert", ns.client_cert)))
+        key = _client_key(ns.client_key)
         return grpc.secure_channel(ns.target, grpc.ssl_channel_credentials(root, key, cert))
     if not ns.insecure and not on_this_machine(ns.target):
         raise CliError("insecure_target", f"{ns.target} is not on this machine, and plaintext would send the API key "
@@ -61,6 +62,20 @@ def _tls_file(flag: str, path: str) -> bytes | None:
         return Path(path).read_bytes()
     except OSError as exc:
         raise CliError("tls_file_unreadable", f"{flag} {path}: cannot be read: {exc.strerror or exc}") from None
+
+
+def _client_key(path: str) -> bytes | None:
+    """The mTLS client key (``read_key_file``): whoever can read it can connect as this client."""
+    if not path:
+        return None
+    try:
+        return read_key_file(path)
+    except KeyFileExposed as exc:
+        fix = "take it over (chown) or use a key of your own" if exc.owner is not None else f"run chmod 600 {path}"
+        code = "tls_key_file_writable" if exc.access == "write" else "tls_key_file_readable"
+        raise CliError(code, f"--client-key {exc}, and whoever can read it can connect as you; {fix}") from None
+    except OSError as exc:
+        raise CliError("tls_file_unreadable", f"--client-key {path}: cannot be read: {exc.strerror or exc}") from None
 
 
 def metadata(ns: argparse.Namespace) -> list[tuple[str, str]]:

@@ -19,6 +19,7 @@ Each code has one exit status (``gateway.cli`` says what the statuses mean):
        key_not_encrypted, key_invalid, key_labels_missing          the approver's key
        policy_bundle_invalid, audit_unreadable, audit_malformed    ``policy``
        insecure_target, tls_file_unreadable   plaintext off this machine; a TLS file (client verbs)
+       tls_key_file_writable, tls_key_file_readable   ``--client-key`` others may write or read
        api_key_invalid              the API key holds what gRPC metadata cannot carry
        client_cert_incomplete       ``--client-key`` without ``--client-cert``, or the other way round
        invalid_lifetime             ``approve``/``reject --lifetime`` is no whole number of seconds in range
@@ -48,6 +49,7 @@ EXIT: dict[str, int] = {
         "key_file_not_found", "key_file_unreadable", "key_file_writable", "key_file_readable",
         "key_passphrase_needed", "key_passphrase_wrong", "key_not_encrypted", "key_invalid", "key_labels_missing",
         "policy_bundle_invalid", "audit_unreadable", "audit_malformed", "insecure_target", "tls_file_unreadable",
+        "tls_key_file_writable", "tls_key_file_readable",
         "invalid_lifetime", "api_key_invalid", "client_cert_incomplete", "reason_too_long",
     ), 2),
     **dict.fromkeys(("args_not_strict_json", "args_hash_mismatch", "request_malformed", "audience_mismatch",

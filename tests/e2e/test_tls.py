@@ -51,6 +51,8 @@ def pki(tmp_path: Path) -> dict[str, bytes]:
     files = {"ca": pem(ca), "server": pem(server), "server_key": _pem_key(server_key), "client": pem(client), "client_key": _pem_key(client_key)}
     for name, data in files.items():
         (tmp_path / f"{name}.pem").write_bytes(data)
+        if name.endswith("_key"):  # as an operator keeps a private key: the gateway and the CLI refuse others'
+            (tmp_path / f"{name}.pem").chmod(0o600)
     return files
 
 

@@ -146,23 +146,34 @@ class SubprocessExecutor:
             return await _run(argv, cwd, env, (out, err), request.timeout, options.get("output") == "json")
 
 
+MAX_ARG_BYTES = 128 * 1024
+"""Linux's limit on one argument or environment string (MAX_ARG_STRLEN), whatever ``ulimit -s`` is."""
 SHORT_OF_RESOURCES = frozenset({errno.EAGAIN, errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 """Start failures that say the gateway ran short (processes, open files, memory), not what it starts."""
 
 
 class SpawnFailed(Exception):
     """A process could not be started: ``path`` (its command, or its working folder) is missing
-    or may not be run, as ``why`` says, and starting it again cannot help; or, when ``transient``,
-    the gateway was short of processes, open files or memory, and a later attempt may succeed."""
+    or may not be run, as ``why`` says, and starting it again cannot help; or, when ``too_long``,
+    its arguments and environment together are more than the system takes (E2BIG), nothing to do
+    with its path; or, when ``transient``, the gateway was short of processes, open files or
+    memory, and a later attempt may succeed."""
 
     def __init__(self, command: str, error: OSError) -> None:
         self.command = command
         self.transient = error.errno in SHORT_OF_RESOURCES
-        self.path = command if self.transient else str(error.filename or command)
+        self.too_long = error.errno == errno.E2BIG
+        self.path = command if self.transient or self.too_long else str(error.filename or command)
         self.why = error.strerror or type(error).__name__
-        super().__init__(f"cannot start {command!r}: {self.path!r}: {self.why}" if not self.transient else
-                         f"cannot start {command!r} now: {self.why} (the gateway is short of processes, open "
-                         "files or memory); a later attempt may succeed")
+        if self.transient:
+            message = (f"cannot start {command!r} now: {self.why} (the gateway is short of processes, open files or "
+                       "memory); a later attempt may succeed")
+        elif self.too_long:
+            message = (f"cannot start {command!r}: its arguments and environment are longer than the system takes "
+                       f"({self.why}; one argument may be at most {MAX_ARG_BYTES // 1024} KiB on Linux)")
+        else:
+            message = f"cannot start {command!r}: {self.path!r}: {self.why}"
+        super().__init__(message)
 
 
 class ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):

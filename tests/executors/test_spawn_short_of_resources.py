@@ -1,5 +1,6 @@
 """A process the gateway could not start for want of open files is a retryable failure; a missing
-command stays a failure no retry can help (tests/executors/test_mcp.py has those cases)."""
+command stays a failure no retry can help (tests/executors/test_mcp.py has those cases), and so do
+arguments longer than the system takes, which are named as such."""
 
 from __future__ import annotations
 
@@ -61,3 +62,23 @@ async def test_a_stdio_mcp_upstream_not_started_for_want_of_files_is_retryable(m
         result = await executor.execute(make_request(tool, {"a": 1, "b": 2}))
     assert not result.ok and result.error.type == "tool_error" and result.error.retryable, result
     assert "could not be started now: Too many open files" in result.error.message
+
+
+async def test_arguments_too_long_for_the_system_are_named_not_the_command(make_tool, make_request, tmp_path):
+    """E2BIG (real: one argument over Linux's 128 KiB) is about the arguments the call filled in,
+    not a command that is missing or may not be run; no retry helps."""
+    tool = make_tool("cmd", executor={"kind": "subprocess", "argv": [sys.executable, "-c", "pass", "{text}"]})
+    result = await SubprocessExecutor().execute(make_request(tool, {"text": "x" * (200 * 1024)}))
+    assert not result.ok and result.error.type == "tool_error" and not result.error.retryable, result
+    assert "its arguments and environment are longer than the system takes" in result.error.message, result
+    assert "Argument list too long" in result.error.message
+
+
+async def test_a_stdio_mcp_upstream_whose_args_are_too_long_says_so(make_tool, make_request):
+    executor = McpExecutor(parse_upstreams({"notes": {"transport": "stdio", "command": sys.executable,
+                                                      "args": ["-c", "pass", "x" * (200 * 1024)]}}))
+    tool = make_tool("notes_add", executor={"kind": "mcp", "server": "notes", "remote_tool": "add"})
+    result = await executor.execute(make_request(tool, {"a": 1, "b": 2}))
+    assert not result.ok and not result.error.retryable, result
+    assert "mcp_upstreams.notes.args and .env together are longer than the system takes" in result.error.message
+    assert "must exist and be executable" not in result.error.message

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.channel_checks import api_key_problem, client_pair_problem, on_this_machine
+from gateway.key_files import KeyFileExposed, read_key_file
 from runtime_client._errors import (
     ApprovalTimeoutError,
     ClientClosedError,
@@ -42,6 +43,16 @@ STALE_VIEW_CODES = frozenset({"unknown_tool", "invalid_arguments"})
 GRANTED_STATUSES = frozenset({"approved", "executed"})
 
 
+def _client_key(path: str) -> bytes:
+    """``TOOLGATE_CLIENT_KEY``'s bytes (``read_key_file``): refused when its group or others may read
+    or write it, or another user owns it; whoever can read it can connect as this agent."""
+    try:
+        return read_key_file(path)
+    except KeyFileExposed as exc:
+        fix = f"run chmod 600 {path}" if exc.owner is None else "chown it to this user"
+        raise ValueError(f"TOOLGATE_CLIENT_KEY {exc}, and whoever can read it can connect as this agent; {fix}") from None
+
+
 def _credentials(target: str, credentials: Any, insecure: bool) -> Any:
     """``credentials``, else TLS from ``TOOLGATE_CA_FILE`` (and ``TOOLGATE_CLIENT_CERT`` /
     ``TOOLGATE_CLIENT_KEY`` for mTLS), else None (plaintext): only to a gateway on this machine
@@ -54,7 +65,8 @@ def _credentials(target: str, credentials: Any, insecure: bool) -> Any:
             if problem := client_pair_problem(files[1], files[2]):
                 raise ValueError(f"TOOLGATE_CLIENT_KEY / TOOLGATE_CLIENT_CERT: {problem}")
 
-            root, key, cert = (Path(f).read_bytes() if f else None for f in files)
+            root, cert = (Path(f).read_bytes() if f else None for f in (files[0], files[2]))
+            key = _client_key(files[1]) if files[1] else None
             credentials = grpc.ssl_channel_credentials(root, key, cert)
     if credentials is None and not insecure and not on_this_machine(target):
         raise ValueError(f"{target} is not on this machine and no TLS credentials were given, so the API key would "

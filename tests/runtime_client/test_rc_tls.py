@@ -58,3 +58,15 @@ async def _close(client) -> None:
     closed = client.close()
     if closed is not None:
         await closed
+
+
+@pytest.mark.skipif(__import__("os").name != "posix", reason="POSIX file modes")
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o620])
+def test_a_client_key_from_the_environment_others_may_read_or_write_is_refused(tmp_path, pki, monkeypatch, mode):  # noqa: F811
+    key = tmp_path / "client_key.pem"
+    key.chmod(mode)
+    monkeypatch.setenv("TOOLGATE_CA_FILE", str(tmp_path / "ca.pem"))
+    monkeypatch.setenv("TOOLGATE_CLIENT_CERT", str(tmp_path / "client.pem"))
+    monkeypatch.setenv("TOOLGATE_CLIENT_KEY", str(key))
+    with pytest.raises(ValueError, match=rf"TOOLGATE_CLIENT_KEY {key}: mode {mode:o} lets .*chmod 600"):
+        GatewayClient("localhost:9", api_key=AGENT_KEY)

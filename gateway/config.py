@@ -253,6 +253,19 @@ class LimitsConfig(_Strict):
         return self
 
 
+def _upstream_transports(raw: dict[str, Any]) -> dict[str, str]:
+    """Each MCP upstream's transport, the upstreams parsed as the executor will (a malformed one is
+    refused at load, not at its first call)."""
+    if not raw:
+        return {}
+    from gateway.executors.mcp import McpConfigError, parse_upstreams
+
+    try:
+        return {name: up.transport for name, up in parse_upstreams(raw).items()}
+    except McpConfigError as exc:
+        raise PydanticCustomError("mcp_upstream_invalid", "{problem}", {"problem": str(exc)}) from None
+
+
 class Config(_Strict):
     gateway_id: str = "toolgate"
     """This gateway's id: the ``aud`` of approvals and grants."""
@@ -309,6 +322,7 @@ class Config(_Strict):
         """What a descriptor asks of its executor is checked at load, not ignored at each call: an
         egress allow-list only the http executor reads, an MCP upstream that is not configured, a
         ``constraints.hosts`` narrowing for a stdio upstream (a process, which can reach any host)."""
+        transports = _upstream_transports(self.mcp_upstreams)
         for tool in self.tools:
             ex = tool.executor
             if ex.allowed_hosts and ex.kind != "http":
@@ -319,13 +333,13 @@ class Config(_Strict):
                     {"name": tool.name, "kind": ex.kind})
             if ex.kind != "mcp":
                 continue
-            upstream = self.mcp_upstreams.get(ex.server)
-            if not isinstance(upstream, dict):
-                known = ", ".join(sorted(self.mcp_upstreams)) or "none are configured"
+            transport = transports.get(ex.server)
+            if transport is None:
+                known = ", ".join(sorted(transports)) or "none are configured"
                 raise PydanticCustomError(
                     "mcp_upstream_unknown", "tool '{name}': executor.server '{server}' names no entry of "
                     "mcp_upstreams ({known})", {"name": tool.name, "server": ex.server, "known": known})
-            if upstream.get("transport") == "stdio" and tool.constraints.get("hosts") is not None:
+            if transport == "stdio" and tool.constraints.get("hosts") is not None:
                 raise PydanticCustomError(
                     "hosts_unenforceable",
                     "tool '{name}': constraints.hosts cannot be enforced for a tool of the stdio MCP upstream "

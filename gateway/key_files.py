@@ -3,9 +3,10 @@
 Whoever can write a key file can put their own key in its place; whoever can read an unencrypted
 one can sign (or serve TLS) as its owner. ``read_key_file`` checks the file it reads, not a path
 checked before (``fstat`` of the open file, so a file swapped in after a check is not read
-unchecked): a regular file (a FIFO would hang the reader, a device is no key), owned by this user
-or root (its owner may always change it), that its group and others may not write, nor read
-unless allowed. POSIX only: elsewhere files have no such mode or owner, and none is refused.
+unchecked): a regular file (a FIFO would hang the reader, a device is no key) of at most 1 MiB, owned
+by this user or root (its owner may always change it, whatever its mode: PostgreSQL holds its
+``ssl_key_file`` to the same rule), that its group and others may not write, nor read unless
+allowed. POSIX only: elsewhere files have no such mode or owner, and none is refused.
 """
 
 from __future__ import annotations
@@ -13,6 +14,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
+
+
+MAX_KEY_FILE_BYTES = 1024 * 1024
+"""More than any PEM key (with its chain and labels) takes: a path to some other, larger file is refused
+before it is read whole."""
+OWN_COPY = "make a copy of your own: install -m 600 {path} mine.pem"
+"""What a user can do with a key another user owns (and may rewrite) without being root."""
 
 
 class KeyFileExposed(ValueError):
@@ -44,7 +52,9 @@ def read_key_file(path: str | os.PathLike[str], *, group_may_read: bool = False,
             raise KeyFileExposed(path, mode, "its owner", "write", owner=st.st_uid)
         if mode & 0o022:
             raise KeyFileExposed(path, mode, "others" if mode & 0o002 else "its group", "write")
-        pem = f.read()
+        pem = f.read(MAX_KEY_FILE_BYTES + 1)
+        if len(pem) > MAX_KEY_FILE_BYTES:
+            raise OSError(errno.EFBIG, f"larger than {MAX_KEY_FILE_BYTES // 1024} KiB, so no key file", os.fspath(path))
         readers = mode & (0o004 if group_may_read else 0o044)
         if readers and not (encrypted_may_be_read and pem_encrypted(pem)):
             raise KeyFileExposed(path, mode, "others" if readers & 0o004 else "its group", "read")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.channel_checks import api_key_problem, client_pair_problem, on_this_machine
-from gateway.key_files import KeyFileExposed, read_key_file
+from gateway.key_files import OWN_COPY, KeyFileExposed, read_key_file
 from runtime_client._errors import (
     ApprovalTimeoutError,
     ClientClosedError,
@@ -44,12 +44,12 @@ GRANTED_STATUSES = frozenset({"approved", "executed"})
 
 
 def _client_key(path: str) -> bytes:
-    """``TOOLGATE_CLIENT_KEY``'s bytes (``read_key_file``): refused when its group or others may read
-    or write it, or another user owns it; whoever can read it can connect as this agent."""
+    """``TOOLGATE_CLIENT_KEY``'s bytes (``read_key_file``): refused when others may read it, its group
+    or others write it, or another user (not root) owns it; whoever can read it can connect as this agent."""
     try:
-        return read_key_file(path)
+        return read_key_file(path, group_may_read=True)  # a root-owned Secret mounted 0440 for the agent's group
     except KeyFileExposed as exc:
-        fix = f"run chmod 600 {path}" if exc.owner is None else "chown it to this user"
+        fix = f"run chmod 600 {path}" if exc.owner is None else OWN_COPY.format(path=path)
         raise ValueError(f"TOOLGATE_CLIENT_KEY {exc}, and whoever can read it can connect as this agent; {fix}") from None
 
 

@@ -93,7 +93,7 @@ _FIELDS = {
 }
 """The fields a record is shown with, by kind (and ``grant_jti``, never shown but stored)."""
 VOTE_FIELDS = ("approval_id", "tenant", "agent", "user", "run_id", "tool", "args_hash", "audience", "groups_any",
-               "decision_id", "quorum")
+               "decision_id")
 """The fields an approver's token is checked against (``ApprovalService._verify_approver_token``),
 and the vote audited with: a record with one of them bad can be neither approved nor rejected."""
 

@@ -13,7 +13,7 @@ import grpc
 
 from gateway.cli._errors import CliError
 from gateway.channel_checks import api_key_problem, client_pair_problem, on_this_machine
-from gateway.key_files import KeyFileExposed, read_key_file
+from gateway.key_files import OWN_COPY, KeyFileExposed, read_key_file
 from gateway.terminal import shown
 
 EXIT_TRANSPORT = 6
@@ -65,13 +65,14 @@ def _tls_file(flag: str, path: str) -> bytes | None:
 
 
 def _client_key(path: str) -> bytes | None:
-    """The mTLS client key (``read_key_file``): whoever can read it can connect as this client."""
+    """The mTLS client key (``read_key_file``): whoever can read it can connect as this client, so
+    others may not; its group may (a Secret volume mounted 0440 for the client's group)."""
     if not path:
         return None
     try:
-        return read_key_file(path)
+        return read_key_file(path, group_may_read=True)  # a root-owned Secret mounted 0440 for the agent's group
     except KeyFileExposed as exc:
-        fix = "take it over (chown) or use a key of your own" if exc.owner is not None else f"run chmod 600 {path}"
+        fix = OWN_COPY.format(path=path) if exc.owner is not None else f"run chmod 600 {path}"
         code = "tls_key_file_writable" if exc.access == "write" else "tls_key_file_readable"
         raise CliError(code, f"--client-key {exc}, and whoever can read it can connect as you; {fix}") from None
     except OSError as exc:

@@ -19,7 +19,8 @@ Each code has one exit status (``gateway.cli`` says what the statuses mean):
        key_not_encrypted, key_invalid, key_labels_missing          the approver's key
        policy_bundle_invalid, audit_unreadable, audit_malformed    ``policy``
        insecure_target, tls_file_unreadable   plaintext off this machine; a TLS file (client verbs)
-       tls_key_file_writable, tls_key_file_readable   ``--client-key`` others may write or read
+       tls_key_file_writable, tls_key_file_readable   ``--client-key`` another user owns, or others
+                                    may write (its group too) or read
        api_key_invalid              the API key holds what gRPC metadata cannot carry
        client_cert_incomplete       ``--client-key`` without ``--client-cert``, or the other way round
        invalid_lifetime             ``approve``/``reject --lifetime`` is no whole number of seconds in range

@@ -288,7 +288,8 @@ def _not_started(name: str, upstream: UpstreamConfig, spawn: SpawnFailed) -> Exe
                                   "(the gateway is short of processes, open files or memory)", retryable=True)
     if spawn.too_long:
         return ExecResult.failure(Code.TOOL_ERROR.value, f"MCP upstream {name} could not be started: {spawn.why}: "
-                                  f"mcp_upstreams.{name}.args and .env together are longer than the system takes")
+                                  f"mcp_upstreams.{name}.args and its environment (.env, credentials) are longer "
+                                  "than the system takes")
     where = f"mcp_upstreams.{name}.command" + (f" and .cwd ({upstream.cwd!r})" if upstream.cwd else "")
     return ExecResult.failure(
         Code.TOOL_ERROR.value, f"MCP upstream {name} could not be started: {spawn.path!r}: {spawn.why}. Check "

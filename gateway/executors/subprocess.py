@@ -146,8 +146,8 @@ class SubprocessExecutor:
             return await _run(argv, cwd, env, (out, err), request.timeout, options.get("output") == "json")
 
 
-MAX_ARG_BYTES = 128 * 1024
-"""Linux's limit on one argument or environment string (MAX_ARG_STRLEN), whatever ``ulimit -s`` is."""
+MAX_ARG_BYTES = 32 * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 128 * 1024
+"""Linux's limit on one argument or environment string (MAX_ARG_STRLEN: 32 pages), whatever ``ulimit -s`` is."""
 SHORT_OF_RESOURCES = frozenset({errno.EAGAIN, errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 """Start failures that say the gateway ran short (processes, open files, memory), not what it starts."""
 

@@ -161,8 +161,9 @@ async def test_a_granted_request_damaged_where_its_grant_is_checked_is_refused_n
 
 
 @pytest.mark.parametrize("quorum", [0, -1])
-async def test_a_pending_request_whose_quorum_is_below_one_takes_no_vote(gw, tmp_path: Path, quorum: int) -> None:
-    """A quorum no approver count can fall short of is damage, not a rule: no vote counts on it."""
+async def test_a_pending_request_whose_quorum_is_below_one_is_never_approved(gw, tmp_path: Path, quorum: int) -> None:
+    """A quorum no approver count can fall short of is damage, not a rule: the request may be
+    rejected, never approved."""
     running, c = gw
     a = await requested(c)
     set_record(tmp_path, a.approval_id, json.dumps({**stored(tmp_path, a.approval_id), "quorum": quorum}))
@@ -171,8 +172,14 @@ async def test_a_pending_request_whose_quorum_is_below_one_takes_no_vote(gw, tmp
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await c.submit(a, "alice")
     assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
-    assert "quorum: less than 1" in json.loads(err.value.details())["message"]
+    assert json.loads(err.value.details())["message"] == (
+        "the stored request is malformed (quorum: less than 1): it may be rejected, not approved")
     assert (await c.call("count_write", ARGS, approval_id=a.approval_id)).code == "approval_pending"
+    token = approval_token(a, "bob", tokens.TYP_REJECTION)
+    out = await c.approvals.Reject(pb.RejectApprovalRequest(approval_id=a.approval_id, token=token),
+                                   metadata=c.md(APPROVER["bob"]), timeout=10)
+    assert out.status == "rejected"
+    assert (await c.call("count_write", ARGS, approval_id=a.approval_id)).code == "approval_rejected"
     assert calls_recorded(Path(running.app.config.data_path) / "sandbox", "count_write") == 0
 
 

@@ -53,6 +53,31 @@ def _raised(path: Path) -> BaseException:
     return AssertionError("read")
 
 
+@posix_only
+@pytest.mark.skipif(os.name == "posix" and os.geteuid() != 0, reason="a root-owned key is made by root")
+def test_a_non_root_reader_takes_a_root_owned_key_its_group_may_read_not_another_users(tmp_path, monkeypatch):
+    """A Kubernetes Secret mounted for a non-root pod: owned by root, mode 0440, the pod's fsGroup its
+    group. The reader is made uid 1000 here (``os.geteuid``)."""
+    path = _key(tmp_path, 0o440)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert read_key_file(path, group_may_read=True) == PEM
+    os.chown(path, 4242, -1)  # a third user's: they may rewrite it
+    with pytest.raises(KeyFileExposed) as err:
+        read_key_file(path, group_may_read=True)
+    assert err.value.owner == 4242
+    os.chown(path, 1000, -1)  # the reader's own
+    assert read_key_file(path, group_may_read=True) == PEM
+
+
+def test_a_file_larger_than_any_key_is_refused_without_reading_it_whole(tmp_path):
+    from gateway.key_files import MAX_KEY_FILE_BYTES
+
+    path = _key(tmp_path)
+    path.write_bytes(b"x" * (MAX_KEY_FILE_BYTES + 1))
+    with pytest.raises(OSError, match="no key file"):
+        read_key_file(path)
+
+
 def test_a_directory_in_place_of_a_key_is_refused(tmp_path):
     (tmp_path / "k.pem").mkdir()
     with pytest.raises(OSError):
@@ -101,8 +126,8 @@ def test_the_gateway_starts_with_a_tls_key_only_its_user_and_group_may_read(tmp_
 
 
 @posix_only
-@pytest.mark.parametrize("mode, code", [(0o644, "tls_key_file_readable"), (0o640, "tls_key_file_readable"),
-                                        (0o620, "tls_key_file_writable")])
+@pytest.mark.parametrize("mode, code", [(0o644, "tls_key_file_readable"), (0o604, "tls_key_file_readable"),
+                                        (0o620, "tls_key_file_writable"), (0o640, None)])
 def test_the_cli_refuses_a_client_key_others_may_read_or_write_before_connecting(tmp_path, pki, mode, code):  # noqa: F811
     key = tmp_path / "client_key.pem"
     key.chmod(mode)
@@ -111,6 +136,9 @@ def test_the_cli_refuses_a_client_key_others_may_read_or_write_before_connecting
         [sys.executable, "-m", "gateway.cli", "tools", "--target", "127.0.0.1:9", "--api-key", AGENT_KEY,
          "--ca-file", str(tmp_path / "ca.pem"), "--client-cert", str(tmp_path / "client.pem"), "--client-key", str(key)],
         capture_output=True, text=True, timeout=60, cwd=ROOT, env=clean)
+    if code is None:  # its group may read it (a Secret mounted 0440 for the client's group): on to connecting
+        assert "tls_key_file" not in out.stderr and out.returncode == 6, out
+        return
     assert out.returncode == EXIT[code] == 2, out
     assert out.stderr.startswith(f"toolgate: {code}: --client-key {key}: mode {mode:o} lets"), out.stderr
     assert f"chmod 600 {key}" in out.stderr

@@ -14,6 +14,10 @@ from gateway.executors.mcp import McpExecutor, parse_upstreams
 from gateway.executors.subprocess import SubprocessExecutor
 
 
+TOO_LONG = 32 * os.sysconf("SC_PAGE_SIZE") + 1
+"""One argument longer than Linux takes (MAX_ARG_STRLEN: 32 pages, 128 KiB with 4 KiB pages)."""
+
+
 @contextlib.contextmanager
 def _no_more_files():
     """No descriptor left: the soft limit lowered near what is open, and every free number below it
@@ -65,10 +69,10 @@ async def test_a_stdio_mcp_upstream_not_started_for_want_of_files_is_retryable(m
 
 
 async def test_arguments_too_long_for_the_system_are_named_not_the_command(make_tool, make_request, tmp_path):
-    """E2BIG (real: one argument over Linux's 128 KiB) is about the arguments the call filled in,
-    not a command that is missing or may not be run; no retry helps."""
+    """E2BIG (real: one argument over Linux's limit of 32 pages) is about the arguments the call
+    filled in, not a command that is missing or may not be run; no retry helps."""
     tool = make_tool("cmd", executor={"kind": "subprocess", "argv": [sys.executable, "-c", "pass", "{text}"]})
-    result = await SubprocessExecutor().execute(make_request(tool, {"text": "x" * (200 * 1024)}))
+    result = await SubprocessExecutor().execute(make_request(tool, {"text": "x" * TOO_LONG}))
     assert not result.ok and result.error.type == "tool_error" and not result.error.retryable, result
     assert "its arguments and environment are longer than the system takes" in result.error.message, result
     assert "Argument list too long" in result.error.message
@@ -76,9 +80,9 @@ async def test_arguments_too_long_for_the_system_are_named_not_the_command(make_
 
 async def test_a_stdio_mcp_upstream_whose_args_are_too_long_says_so(make_tool, make_request):
     executor = McpExecutor(parse_upstreams({"notes": {"transport": "stdio", "command": sys.executable,
-                                                      "args": ["-c", "pass", "x" * (200 * 1024)]}}))
+                                                      "args": ["-c", "pass", "x" * TOO_LONG]}}))
     tool = make_tool("notes_add", executor={"kind": "mcp", "server": "notes", "remote_tool": "add"})
     result = await executor.execute(make_request(tool, {"a": 1, "b": 2}))
     assert not result.ok and not result.error.retryable, result
-    assert "mcp_upstreams.notes.args and .env together are longer than the system takes" in result.error.message
+    assert "mcp_upstreams.notes.args and its environment (.env, credentials) are longer" in result.error.message
     assert "must exist and be executable" not in result.error.message

@@ -108,6 +108,14 @@ def test_a_stdio_mcp_tool_with_hosts_is_refused_at_load_and_an_http_one_loads(tm
     assert [t.name for t in _load_with(tmp_path, [tool], HTTP).tools] == ["notes_add"]
 
 
+def test_a_malformed_mcp_upstream_is_refused_at_load_not_at_its_first_call(tmp_path):
+    tool = {"name": "notes_add", "risk": {"side_effect": "write"}, "constraints": {"hosts": ["notes.example.com"]},
+            "executor": {"kind": "mcp", "server": "notes", "remote_tool": "add"}}
+    with pytest.raises(ConfigError) as err:
+        _load_with(tmp_path, [tool], {"notes": {"transport": "stdio"}})  # no command
+    assert "mcp_upstreams.notes: stdio needs command" in str(err.value), err.value
+
+
 def test_an_mcp_tool_naming_no_configured_upstream_is_refused_at_load(tmp_path):
     tool = {"name": "notes_add", "risk": {"side_effect": "write"},
             "executor": {"kind": "mcp", "server": "nots", "remote_tool": "add"}}
@@ -188,11 +196,8 @@ async def test_an_executor_that_does_not_say_it_confines_hosts_gets_no_narrowed_
     from gateway.tools import ToolRegistry
     from policies import PolicyDecision
 
-    ran = []
-
     class Silent:
         async def execute(self, request):
-            ran.append(request)
             return ExecResult(ok=True, data={})
 
     stage = ExecuteStage(ExecutorRegistry({"python": Silent}), tmp_path)
@@ -202,9 +207,9 @@ async def test_an_executor_that_does_not_say_it_confines_hosts_gets_no_narrowed_
     ctx.decision = PolicyDecision(decision="allow", constraints={"hosts": ["api.example.com"]})
     refused = await stage.admit(ctx)
     assert refused is not None and refused.code == "egress_denied", refused
+    assert "the python executor cannot be confined to hosts" in refused.reasons[0], refused
     ctx.decision = PolicyDecision(decision="allow")
     assert await stage.admit(ctx) is None
-    assert not ran
 
 
 async def test_a_subprocess_call_whose_credentials_are_narrowed_to_hosts_is_refused(tmp_path, make_tool, make_request):

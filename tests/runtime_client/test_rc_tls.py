@@ -61,7 +61,7 @@ async def _close(client) -> None:
 
 
 @pytest.mark.skipif(__import__("os").name != "posix", reason="POSIX file modes")
-@pytest.mark.parametrize("mode", [0o644, 0o640, 0o620])
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o620])
 def test_a_client_key_from_the_environment_others_may_read_or_write_is_refused(tmp_path, pki, monkeypatch, mode):  # noqa: F811
     key = tmp_path / "client_key.pem"
     key.chmod(mode)

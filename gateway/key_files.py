@@ -19,8 +19,6 @@ import stat
 MAX_KEY_FILE_BYTES = 1024 * 1024
 """More than any PEM key (with its chain and labels) takes: a path to some other, larger file is refused
 before it is read whole."""
-OWN_COPY = "make a copy of your own: install -m 600 {path} mine.pem"
-"""What a user can do with a key another user owns (and may rewrite) without being root."""
 
 
 class KeyFileExposed(ValueError):
@@ -32,6 +30,14 @@ class KeyFileExposed(ValueError):
         lets = f"it is owned by uid {owner}, who may" if owner is not None else f"mode {mode:o} lets {who}"
         super().__init__(f"{os.fspath(path)}: {lets} {access} it")
         self.path, self.mode, self.who, self.access, self.owner = path, mode, who, access, owner
+
+    @property
+    def remedy(self) -> str:
+        """What to do about it, without being root: a key another user owns (and may rewrite) is
+        copied to one's own file; one whose mode lets others in is made private."""
+        if self.owner is not None:
+            return f"make a copy of your own (install -m 600 {os.fspath(self.path)} NEW-FILE) and use that"
+        return f"run chmod 600 {os.fspath(self.path)}"
 
 
 def read_key_file(path: str | os.PathLike[str], *, group_may_read: bool = False,

@@ -108,8 +108,7 @@ def _tls_key(path: Path) -> bytes:
     try:
         return read_key_file(path, group_may_read=True)
     except KeyFileExposed as exc:
-        fix = "have it owned by the gateway's user or root" if exc.owner is not None else f"run chmod 600 {path}"
-        raise ValueError(f"tls.key_file {exc}, and whoever can read it can pose as this gateway; {fix}") from None
+        raise ValueError(f"tls.key_file {exc}, and whoever can read it can pose as this gateway; {exc.remedy}") from None
 
 
 async def serve(config: Config, address: str | None = None, *, ready=None, worker: int | None = None) -> None:

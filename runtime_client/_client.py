@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.channel_checks import api_key_problem, client_pair_problem, on_this_machine
-from gateway.key_files import OWN_COPY, KeyFileExposed, read_key_file
+from gateway.key_files import KeyFileExposed, read_key_file
 from runtime_client._errors import (
     ApprovalTimeoutError,
     ClientClosedError,
@@ -49,8 +49,8 @@ def _client_key(path: str) -> bytes:
     try:
         return read_key_file(path, group_may_read=True)  # a root-owned Secret mounted 0440 for the agent's group
     except KeyFileExposed as exc:
-        fix = f"run chmod 600 {path}" if exc.owner is None else OWN_COPY.format(path=path)
-        raise ValueError(f"TOOLGATE_CLIENT_KEY {exc}, and whoever can read it can connect as this agent; {fix}") from None
+        raise ValueError(f"TOOLGATE_CLIENT_KEY {exc}, and whoever can read it can connect as this agent; "
+                         f"{exc.remedy}") from None
 
 
 def _credentials(target: str, credentials: Any, insecure: bool) -> Any:

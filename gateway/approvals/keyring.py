@@ -135,8 +135,7 @@ def _read_grant_key(path: Path) -> bytes:
     try:
         return read_key_file(path, group_may_read=True)
     except KeyFileExposed as exc:
-        fix = "have it owned by the gateway's user or root" if exc.owner is not None else f"run chmod 600 {path}"
-        raise ValueError(f"grant key {exc}, and whoever can read it can sign grants; {fix}") from None
+        raise ValueError(f"grant key {exc}, and whoever can read it can sign grants; {exc.remedy}") from None
 
 
 def load_private_key(pem: bytes, passphrase: bytes | None = None) -> Ed25519PrivateKey:

@@ -13,7 +13,7 @@ import grpc
 
 from gateway.cli._errors import CliError
 from gateway.channel_checks import api_key_problem, client_pair_problem, on_this_machine
-from gateway.key_files import OWN_COPY, KeyFileExposed, read_key_file
+from gateway.key_files import KeyFileExposed, read_key_file
 from gateway.terminal import shown
 
 EXIT_TRANSPORT = 6
@@ -72,9 +72,8 @@ def _client_key(path: str) -> bytes | None:
     try:
         return read_key_file(path, group_may_read=True)  # a root-owned Secret mounted 0440 for the agent's group
     except KeyFileExposed as exc:
-        fix = OWN_COPY.format(path=path) if exc.owner is not None else f"run chmod 600 {path}"
         code = "tls_key_file_writable" if exc.access == "write" else "tls_key_file_readable"
-        raise CliError(code, f"--client-key {exc}, and whoever can read it can connect as you; {fix}") from None
+        raise CliError(code, f"--client-key {exc}, and whoever can read it can connect as you; {exc.remedy}") from None
     except OSError as exc:
         raise CliError("tls_file_unreadable", f"--client-key {path}: cannot be read: {exc.strerror or exc}") from None
 

@@ -45,7 +45,7 @@ from gateway.approvals.config import DEFAULT_APPROVAL_LIFETIME, MAX_APPROVAL_LIF
 from gateway.approvals.keyring import SigningKey, key_labels, load_private_key
 from gateway.approvals.service import MAX_REJECTION_REASON
 from gateway.arguments import args_hash
-from gateway.key_files import OWN_COPY, KeyFileExposed, pem_encrypted, read_key_file
+from gateway.key_files import KeyFileExposed, pem_encrypted, read_key_file
 from gateway.cli._approvals_view import approval_dict, describe, list_line, parsed_args, record_malformed
 from gateway.cli._client import add_target_options, channel, metadata, report_refusal, report_rpc_error
 from gateway.cli._errors import CliError, fail, report
@@ -326,7 +326,7 @@ def _read_key_file(path: str) -> bytes:
     except KeyFileExposed as exc:
         if exc.owner is not None:
             raise CliError("key_file_writable", f"{path}: it is owned by uid {exc.owner}, not by you, and its owner "
-                           f"may write it, so it cannot be trusted; {OWN_COPY.format(path=path)}") from None
+                           f"may write it, so it cannot be trusted; {exc.remedy}") from None
         if exc.access == "write":
             raise CliError("key_file_writable", f"{path}: {exc.who} may write it (mode {exc.mode:o}), so it cannot "
                            f"be trusted; run chmod 600 {path}") from None

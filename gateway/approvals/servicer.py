@@ -55,6 +55,7 @@ def record_to_proto(rec: ApprovalRecord, identity: Identity) -> pb.Approval:
     that field, never a reason's text (a policy's reason may look like the mark ``salvaged``
     adds as the last reason, kept there for clients older than the field)."""
     damage = record_problem(rec)
+    shown_grant = rec.grant if is_requester(identity, rec) and not grant_problem(rec) else ""  # judged on the record as stored
     rec = salvaged(rec) if damage else rec
     return pb.Approval(
         approval_id=rec.approval_id, status=str(rec.status), tenant=rec.tenant, agent=rec.agent, user=rec.user,
@@ -63,7 +64,7 @@ def record_to_proto(rec: ApprovalRecord, identity: Identity) -> pb.Approval:
         groups_any=list(rec.groups_any), quorum=rec.quorum, created_at=_ts(rec.created_at),
         expires_at=_ts(rec.expires_at), approvers=list(rec.approvers), rejection_reason=rec.rejection_reason,
         risk=pb.Risk(**{k: str(v) for k, v in rec.risk.items() if k in ("side_effect", "reversibility", "data_sensitivity")}),
-        grant=rec.grant if is_requester(identity, rec) and not grant_problem(rec) else "", decision_id=rec.decision_id, audience=rec.audience,
+        grant=shown_grant, decision_id=rec.decision_id, audience=rec.audience,
         damage=damage,
     )
 

@@ -97,15 +97,15 @@ class ExecResult:
         return cls(ok=False, error=ErrorInfo(type=type_, message=message, retryable=retryable), **kw)
 
 
-def unconfined_egress(request: ExecRequest, process: str) -> ExecResult | None:
+def unconfined_egress(request: ExecRequest) -> ExecResult | None:
     """``egress_denied`` for a call whose egress is narrowed to hosts (``constraints.hosts``, the
-    descriptor's and the policy's, or its credentials' hosts) when ``process``, which
-    the gateway would start, cannot be held to them; None when the call names no hosts. A narrowing
-    that cannot be enforced is refused, never ignored: the process and its credentials could reach
-    any host."""
+    descriptor's and the policy's, or its credentials' hosts) from an executor that starts a process,
+    which cannot be held to them; None when the call names no hosts. The executors' own backstop to
+    ``ExecuteStage.egress_refusal``, which refuses such a call before it is admitted: a narrowing
+    that cannot be enforced is refused, never ignored."""
     if request.constraints.get("hosts") is None and getattr(request.credentials, "hosts", None) is None:
         return None
-    return ExecResult.failure(Code.EGRESS_DENIED.value, unconfined_message(process))
+    return ExecResult.failure(Code.EGRESS_DENIED.value, unconfined_message(process_name(request.tool)))
 
 
 def unconfined_message(process: str) -> str:

@@ -173,9 +173,9 @@ class McpExecutor:
 
     def confines_hosts(self, tool: Any) -> bool:
         """An HTTP upstream's host is checked against the call's hosts; a stdio upstream is a process,
-        which can reach any host. A tool naming no known upstream fails at execution anyway."""
+        which can reach any host; an upstream it does not know confines nothing."""
         upstream = self._upstreams.get(tool.executor.server)
-        return upstream is None or upstream.transport != "stdio"
+        return upstream is not None and upstream.transport != "stdio"
 
     async def execute(self, request: ExecRequest) -> ExecResult:
         ex = request.tool.executor
@@ -183,8 +183,7 @@ class McpExecutor:
         if upstream is None:
             return ExecResult.failure(Code.TOOL_ERROR.value, f"no MCP upstream named {ex.server!r}")
         remote = ex.remote_tool or request.tool.name
-        if upstream.transport == "stdio" and (refused := unconfined_egress(
-                request, f"the stdio MCP upstream {ex.server}")) is not None:
+        if upstream.transport == "stdio" and (refused := unconfined_egress(request)) is not None:
             return refused
         if (denied := _outside_narrowed_hosts(upstream, request)) is not None:
             return ExecResult.failure(Code.EGRESS_DENIED.value, f"MCP upstream {ex.server}: {denied}")

@@ -128,7 +128,7 @@ class SubprocessExecutor:
         return False
 
     async def execute(self, request: ExecRequest) -> ExecResult:
-        if (refused := unconfined_egress(request, "a subprocess")) is not None:
+        if (refused := unconfined_egress(request)) is not None:
             return refused
         ex = request.tool.executor
         options = ex.options

@@ -245,3 +245,18 @@ async def test_a_number_that_is_not_finite_is_never_approved_nor_granted(
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await c.submit(a, "alice")
     assert json.loads(err.value.details())["code"] == "invalid_approval"
+
+
+@pytest.mark.parametrize("field,value", [("args_hash", 123), ("grant", 7), ("tool", None)])
+async def test_a_granted_request_damaged_where_its_grant_is_checked_shows_the_requester_no_grant(
+        gw, tmp_path: Path, field: str, value: Any) -> None:
+    """What the gate would refuse is not handed out: the grant is judged on the record as stored,
+    not on its salvaged copy (whose stand-ins would pass)."""
+    running, c = gw
+    a = await requested(c)
+    assert (await c.submit(a, "alice")).status == "approved"
+    assert (await c.get(a.approval_id, AGENT)).grant  # the requester sees the grant while the record is whole
+    set_record(tmp_path, a.approval_id, json.dumps({**stored(tmp_path, a.approval_id), field: value}))
+    shown = await c.get(a.approval_id, AGENT)
+    assert shown.damage.startswith(f"{field}: "), shown
+    assert shown.grant == "", shown

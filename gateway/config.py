@@ -101,9 +101,9 @@ class ToolConfig(_Strict):
     idempotent: bool = False
     """Safe to retry (read-only tools are always retry-safe)."""
     idempotency_key_fields: list[str] = Field(default_factory=list)
-    """Argument fields that form the idempotency key, in place of any key the caller gives: calls
-    with equal values in them are one operation (a second is replayed, or refused if its other
-    arguments differ)."""
+    """Argument fields that form the idempotency key, in place of any key the caller gives when the
+    arguments hold all of them: calls with equal values in them are one operation (a second is
+    replayed, or refused if its other arguments differ)."""
     credentials: list[CredentialRef] = Field(default_factory=list)
     """Secrets injected into the executor, never seen by the model."""
     max_attempts: int = Field(default=1, ge=1, le=10)

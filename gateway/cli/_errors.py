@@ -12,7 +12,7 @@ Each code has one exit status (``gateway.cli`` says what the statuses mean):
        nothing_to_verify            ``audit verify`` was given companion files only
        invalid_time                 ``--since``/``--until`` is no finite time
        config_invalid, cannot_start ``serve``: the config, or start-up, failed
-       invalid_approver_id, key_file_exists, key_dir_unwritable    ``keys new``
+       invalid_approver_id, key_file_exists, key_dir_unwritable    ``keys new`` (and ``keys grant``)
        passphrase_env_unset         ``--passphrase-env VAR`` names an unset or empty variable
        key_file_not_found, key_file_unreadable, key_file_writable,
        key_file_readable, key_passphrase_needed, key_passphrase_wrong,

@@ -36,7 +36,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from gateway.executors.http import refused_encoding
-from gateway.executors.subprocess import ExitProtocol, SpawnFailed, kill_group
+from gateway.executors.subprocess import ExitProtocol, kill_group, start_process
 
 CHUNK_BYTES = 64 * 1024
 """How much of a stdio server's stdout is read at a time (and buffered by the pipe reader)."""
@@ -84,12 +84,9 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str],
                           stderr: IO[bytes], budget: OutputBudget) -> AsyncIterator[tuple[Any, Any]]:
     """Start the server; yield (read stream, write stream) for ``mcp.Client`` (module docstring)."""
     loop = asyncio.get_running_loop()
-    try:
-        transport, protocol = await loop.subprocess_exec(
-            lambda: ExitProtocol(CHUNK_BYTES, loop), command, *args, stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=stderr, cwd=cwd, env=env, start_new_session=True)
-    except OSError as exc:
-        raise SpawnFailed(command, exc) from exc
+    transport, protocol = await start_process(
+        [command, *args], CHUNK_BYTES, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=stderr, cwd=cwd, env=env, start_new_session=True)
     proc = asyncio.subprocess.Process(transport, protocol, loop)
     # no await until the try: a cancellation in between would leave the server running
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)

@@ -22,6 +22,9 @@
   ``tool_timeout`` (error type ``timeout``). The call ends when the tool's process exits, even
   while a child it left still holds its output; any process left in the group is then killed
   as well (one that left the group gets a bounded wait for the output, no more).
+- A process asyncio started but could not hand to its child watcher (no thread or descriptor
+  left for it) is killed with its group and reaped at once (``start_process``): a retryable
+  ``tool_error``, never a process running on unwatched.
 - ``options.output: json`` parses stdout as JSON (stdout that is not JSON, or nested too deeply
   to parse, is a ``tool_error``); otherwise data is ``{"exit_code", "stdout"}``. A non-zero exit
   is a ``tool_error`` carrying stdout and stderr.
@@ -36,6 +39,7 @@ import os
 import re
 import signal
 import string
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -184,22 +188,79 @@ class ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(limit=limit, loop=loop)
         self.exited = asyncio.Event()
+        self.transport: asyncio.SubprocessTransport | None = None
+        """The process's transport, once asyncio has connected its pipes."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.transport = transport  # type: ignore[assignment]
 
     def process_exited(self) -> None:
         super().process_exited()
         self.exited.set()
 
 
+_CONNECT_TICKS = 50
+"""Loop iterations asyncio needs at most to connect a started process's pipes (a handful: each
+pipe's connection is a couple of ``call_soon``s, no I/O), after which its protocol knows it."""
+_REAP_SECONDS = 5.0
+
+
+async def start_process(argv: list[str], limit: int, **kwargs: Any) -> tuple[asyncio.SubprocessTransport, ExitProtocol]:
+    """``loop.subprocess_exec`` with an ``ExitProtocol``; raises ``SpawnFailed`` instead of ``OSError``.
+
+    asyncio forks before it registers the child with its watcher; when that fails (Python 3.11's
+    thread watcher cannot start its thread: ``RuntimeError``; a pidfd watcher's ``pidfd_open``
+    runs out of descriptors: ``OSError``) the started process would run on unwatched, past every
+    timeout, and never be reaped. Whatever was started then is killed (its group too) and reaped
+    here, and the failure is a transient ``SpawnFailed``.
+    """
+    loop = asyncio.get_running_loop()
+    protocol = ExitProtocol(limit, loop)
+    try:
+        transport, _ = await loop.subprocess_exec(lambda: protocol, *argv, **kwargs)
+    except (OSError, RuntimeError) as exc:  # RuntimeError: "can't start new thread", after the fork
+        if await _stop_unwatched(protocol):
+            unwatched = OSError(errno.EAGAIN, f"it started but could not be watched ({exc}), so it was killed")
+            raise SpawnFailed(argv[0], unwatched) from exc
+        if isinstance(exc, OSError):
+            raise SpawnFailed(argv[0], exc) from exc
+        raise
+    return transport, protocol  # type: ignore[return-value]
+
+
+async def _stop_unwatched(protocol: ExitProtocol) -> bool:
+    """Kill and reap the process a failed start left behind, if one was started; whether one was."""
+    for _ in range(_CONNECT_TICKS):
+        if protocol.transport is not None:
+            break
+        await asyncio.sleep(0)
+    else:
+        return False  # nothing was started (the fork or exec failed): no pipes were ever connected
+    transport = protocol.transport
+    pid = transport.get_pid()
+    kill_group(pid)  # started in its own session: its group id is its pid
+    transport.close()  # its pipes; SIGKILL to the process itself if it is still there
+    deadline = time.monotonic() + _REAP_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                break
+        except ChildProcessError:  # reaped already (the transport's close polls it)
+            break
+        await asyncio.sleep(0.01)
+    return True
+
+
 async def _run(argv: list[str], cwd: Path, env: dict[str, str], outputs: tuple[CappedOutput, CappedOutput],
                timeout: float, as_json: bool) -> ExecResult:
     loop = asyncio.get_running_loop()
     try:
-        transport, protocol = await loop.subprocess_exec(
-            lambda: ExitProtocol(2 ** 16, loop), *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+        transport, protocol = await start_process(
+            argv, 2 ** 16, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
         )
-    except OSError as exc:
-        spawn = SpawnFailed(argv[0], exc)
+    except SpawnFailed as spawn:
         return ExecResult.failure(Code.TOOL_ERROR.value, str(spawn), retryable=spawn.transient)
     proc = asyncio.subprocess.Process(transport, protocol, loop)
     out, err = outputs

@@ -292,7 +292,8 @@ def _not_started(name: str, upstream: UpstreamConfig, spawn: SpawnFailed) -> Exe
     where = f"mcp_upstreams.{name}.command" + (f" and .cwd ({upstream.cwd!r})" if upstream.cwd else "")
     return ExecResult.failure(
         Code.TOOL_ERROR.value, f"MCP upstream {name} could not be started: {spawn.path!r}: {spawn.why}. Check "
-        f"{where}: the command must exist and be executable (a bare name is looked up on the server's PATH)")
+        f"{where}: the command must exist and be an executable program (a bare name is looked up on the "
+        "server's PATH)")
 
 
 def _outside_narrowed_hosts(upstream: UpstreamConfig, request: ExecRequest) -> str | None:

@@ -169,6 +169,8 @@ class SpawnFailed(Exception):
         self.too_long = error.errno == errno.E2BIG
         self.path = command if self.transient or self.too_long else str(error.filename or command)
         self.why = error.strerror or type(error).__name__
+        if error.errno == errno.ENOEXEC:  # an executable file the kernel cannot run: a script, usually
+            self.why += " (a script needs a first line '#!' naming its interpreter)"
         if self.transient:
             message = (f"cannot start {command!r} now: {self.why} (the gateway is short of processes, open files or "
                        "memory); a later attempt may succeed")

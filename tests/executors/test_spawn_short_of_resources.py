@@ -85,4 +85,4 @@ async def test_a_stdio_mcp_upstream_whose_args_are_too_long_says_so(make_tool, m
     result = await executor.execute(make_request(tool, {"a": 1, "b": 2}))
     assert not result.ok and not result.error.retryable, result
     assert "mcp_upstreams.notes.args and its environment (.env, credentials) are longer" in result.error.message
-    assert "must exist and be executable" not in result.error.message
+    assert "must exist and be an executable program" not in result.error.message

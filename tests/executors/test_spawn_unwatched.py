@@ -80,3 +80,21 @@ async def test_a_command_that_never_started_is_not_waited_for(make_tool, make_re
     result = await SubprocessExecutor().execute(make_request(tool))
     assert not result.ok and not result.error.retryable and "/nonexistent/prog" in result.error.message
     assert no_watcher_thread == []
+
+
+async def test_a_script_without_an_interpreter_line_is_named_as_such(make_tool, make_request, tmp_path):
+    """ENOEXEC (real: an executable file with no '#!' line) says what the file lacks, for a
+    subprocess tool and a stdio MCP upstream alike; no retry helps."""
+    script = tmp_path / "no-shebang"
+    script.write_text("echo hi\n")
+    script.chmod(0o755)
+    tool = make_tool("cmd", executor={"kind": "subprocess", "argv": [str(script)]})
+    (tmp_path / "sandbox" / "cmd").mkdir(parents=True)
+    result = await SubprocessExecutor().execute(make_request(tool))
+    assert not result.ok and not result.error.retryable, result
+    assert "Exec format error (a script needs a first line '#!' naming its interpreter)" in result.error.message
+    executor = McpExecutor(parse_upstreams({"notes": {"transport": "stdio", "command": str(script)}}))
+    tool = make_tool("notes_add", executor={"kind": "mcp", "server": "notes", "remote_tool": "add"})
+    result = await executor.execute(make_request(tool, {"a": 1, "b": 2}))
+    assert not result.ok and not result.error.retryable, result
+    assert "a script needs a first line '#!'" in result.error.message, result

@@ -83,14 +83,32 @@ def scrub_result(result: ExecResult, secrets: Any) -> _Clean:
     """Data, stderr and error message with secrets removed, and how many were removed."""
     scrubber = Scrubber(secrets or ())
     data, n_data = scrubber.data(_jsonable(result.data))
-    stderr, n_err = scrubber.text(result.stderr or "")
+    stderr, n_err = scrubber.text(utf8_text(result.stderr or ""))
     error, n_msg = result.error, 0
     if error is not None:
-        message, n_msg = scrubber.text(error.message)
-        kind, n_type = scrubber.text(error.type)
+        message, n_msg = scrubber.text(utf8_text(error.message))
+        kind, n_type = scrubber.text(utf8_text(error.type))
         error = ErrorInfo(type=kind, message=message, retryable=error.retryable)
         n_msg += n_type
     return _Clean(data, stderr, error, n_data + n_err + n_msg)
+
+
+def utf8_text(text: str) -> str:
+    """``text`` with each lone surrogate (text that is no Unicode: a Python tool's string or
+    exception, an MCP upstream's ``\\ud800`` escape) written as that escape, six characters: the
+    observation, the stored outcome and the audit record can then all hold it (UTF-8 cannot), and
+    hold the same text. Done before the scrubber reads it, so it sees the text that is sent."""
+    if text.isascii() or _encodes(text):
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _provenance(ctx: CallContext) -> Provenance:
@@ -107,7 +125,8 @@ def _jsonable(data: Any) -> Any:
     """Plain JSON values only, so the scrubber sees every string as the text it holds.
 
     Data that is plain already (the usual case) is used as it is: the scrubber copies it anyway.
-    Otherwise a copy: bytes (values and keys) as the text they hold (``bytes_to_text``), tuples and
+    Otherwise a copy: bytes (values and keys) as the text they hold (``bytes_to_text``), text with
+    lone surrogates as ``utf8_text`` writes it, tuples and
     sets as lists, other keys and objects as their ``str``; a key whose text another key of its
     mapping has too is suffixed (``_mapping``), so no value is lost. Never a ``repr`` of the whole:
     in it a byte string is written as escapes that no form of a secret matches. Data nested deeper
@@ -129,6 +148,8 @@ class _TooDeep(Exception):
 
 
 def _copy(value: Any, depth: int) -> Any:
+    if type(value) is str:
+        return utf8_text(value)
     if type(value) in _SCALARS:
         return value if type(value) is not int or value.bit_length() <= _LONG_INT_BITS else _long_int(value)
     if isinstance(value, (bytes, bytearray)):
@@ -146,7 +167,8 @@ def _mapping(value: dict[Any, Any], depth: int) -> dict[str, Any]:
     """``value`` with text keys (``_key``), every value kept: a converted key whose text another key
     has too gets a ``#n`` suffix (``distinct_keys``; a ``str`` key keeps its name)."""
     items = list(value.items())
-    keys = distinct_keys([_key(k, depth) for k, _ in items], [type(k) is not str for k, _ in items])
+    texts = [_key(k, depth) for k, _ in items]
+    keys = distinct_keys(texts, [type(k) is not str or text != k for text, (k, _) in zip(texts, items)])
     return {key: _copy(item, depth + 1) for key, (_, item) in zip(keys, items)}
 
 
@@ -154,7 +176,7 @@ def _key(key: Any, depth: int) -> str:
     """A mapping key as text: JSON's own form for a scalar (``1``, ``true``, ``null``, ``NaN``), a
     tuple's JSON text (``["a", 2]``), else ``_text_of``."""
     if isinstance(key, str):
-        return str.__str__(key)  # the text itself, whatever a str subclass's __str__ says
+        return utf8_text(str.__str__(key))  # the text itself, whatever a str subclass's __str__ says
     try:
         if type(key) in _SCALARS:
             return json.dumps(key)
@@ -170,7 +192,7 @@ def _text_of(value: Any) -> str:
     if isinstance(value, (bytes, bytearray)):
         return bytes_to_text(bytes(value))
     try:
-        return str.__str__(str(value))  # exact text: str() passes on a str subclass __str__ returns
+        return utf8_text(str.__str__(str(value)))  # exact text: str() passes on a str subclass __str__ returns
     except Exception:  # noqa: BLE001 - a tool's object whose __str__ fails
         return f"<{type(value).__name__} that cannot be shown>"
 
@@ -196,12 +218,14 @@ def _plain(value: Any, depth: int) -> bool:
     """Only dicts with string keys, lists and JSON scalars (exact types), at most ``MAX_DEPTH`` deep
     (the arguments' limit)."""
     kind = type(value)
+    if kind is str:
+        return value.isascii() or _encodes(value)
     if kind in _SCALARS:
         return kind is not int or value.bit_length() <= _LONG_INT_BITS
     if depth > MAX_DEPTH:
         return False
     if kind is dict:
-        return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
+        return all(type(k) is str and (k.isascii() or _encodes(k)) and _plain(v, depth + 1) for k, v in value.items())
     if kind is list:
         return all(_plain(v, depth + 1) for v in value)
     return False

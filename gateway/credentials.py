@@ -26,15 +26,20 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import sys
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Literal, Mapping, Protocol, Sequence
 
+import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.config import CredentialRef, ToolConfig
+
+log = structlog.get_logger("toolgate.credentials")
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}\Z")  # \Z: "$" would also match before a final "\n"
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,128}\Z")
@@ -387,6 +392,23 @@ def credential_files(creds: ResolvedCredentials | None, parent: Path | None = No
             paths[label] = str(path)
         yield paths
     finally:
-        for child in folder.iterdir():
-            child.unlink(missing_ok=True)
-        folder.rmdir()
+        _remove(folder)
+
+
+def _remove(folder: Path) -> None:
+    """Remove ``folder`` and whatever the tool put in it (folders too, read-only ones included).
+    What cannot be removed is logged, never raised: the call's result stands, and a secret left on
+    disk is for the operator to know of (``credential_files_not_removed``)."""
+    def again(function: Any, path: str, *_: Any) -> None:
+        with suppress(OSError):
+            os.chmod(os.path.dirname(path), 0o700)  # a folder the tool made read-only
+            function(path)
+
+    with suppress(OSError):
+        os.chmod(folder, 0o700)
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(folder, onexc=again)  # never follows a link: one put in the folder's place is refused
+    else:
+        shutil.rmtree(folder, onerror=again)
+    if os.path.lexists(folder):
+        log.error("credential_files_not_removed", folder=str(folder))

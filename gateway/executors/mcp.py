@@ -218,8 +218,9 @@ class McpExecutor:
             client = await stack.enter_async_context(
                 Client(target, mode="legacy", cache=None, read_timeout_seconds=request.timeout))
             listing = await client.list_tools()
+            secrets = request.credentials.secret_values if request.credentials is not None else ()
             refused = self.pins.check(name, remote, listing.tools, pin=upstream.pin_tools,
-                                      max_tools=upstream.max_tools)
+                                      max_tools=upstream.max_tools, secrets=secrets)
             if refused is not None:
                 return ExecResult.failure(Code.TOOL_ERROR.value, refused)
             return _to_result(await client.call_tool(remote, dict(request.args)))

@@ -18,8 +18,9 @@ comes from a descriptor), so an executor built without them pins it from its fir
 listing.
 
 Any difference between two listings of an upstream (tools added, removed or changed) is
-logged as ``mcp_upstream_tools_changed``; for that the last listing's fingerprints are kept,
-at most ``max_tools`` of them per upstream.
+logged as ``mcp_upstream_tools_changed``, the names scrubbed of the call's secrets, escaped and
+cut (an upstream chooses them, and may put a secret it was given in one); for that the last
+listing's fingerprints are kept, at most ``max_tools`` of them per upstream.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ import json
 from typing import Any, Iterable, Mapping
 
 import structlog
+
+from gateway.audit import escaped
+from gateway.scrub import Scrubber
 
 log = structlog.get_logger("toolgate.mcp")
 
@@ -68,16 +72,18 @@ class ToolPins:
         """The baselines of ``upstream``'s tools: name → fingerprint (a copy)."""
         return dict(self._baseline.get(upstream, {}))
 
-    def check(self, upstream: str, remote: str, tools: list[Any], *, pin: bool, max_tools: int) -> str | None:
+    def check(self, upstream: str, remote: str, tools: list[Any], *, pin: bool, max_tools: int,
+              secrets: Iterable[str] = ()) -> str | None:
         """Why the call to ``remote`` may not go on after this listing, or None; the listing is
-        recorded (when within ``max_tools``). ``remote`` is a classified tool of ``upstream``."""
+        recorded (when within ``max_tools``). ``remote`` is a classified tool of ``upstream``;
+        ``secrets``, the call's, are kept out of the names a change is logged with."""
         self._classified.setdefault(upstream, set()).add(remote)
         if len(tools) > max_tools:
             log.warning("mcp_upstream_listing_refused", upstream=upstream, tools=len(tools), max_tools=max_tools)
             return (f"MCP upstream {upstream} lists {len(tools)} tools, more than the {max_tools} the gateway "
                     f"keeps track of; refused. If it really offers that many, raise mcp_upstreams.{upstream}.max_tools")
         seen = tool_fingerprints(tools)
-        self._log_changes(upstream, seen)
+        self._log_changes(upstream, seen, secrets)
         if remote not in seen:
             return f"upstream {upstream} does not offer {remote!r}"
         if not pin:
@@ -89,10 +95,26 @@ class ToolPins:
             return f"upstream {upstream} changed {remote!r} since it was classified; refused"
         return None
 
-    def _log_changes(self, upstream: str, seen: dict[str, str]) -> None:
+    def _log_changes(self, upstream: str, seen: dict[str, str], secrets: Iterable[str]) -> None:
         last = self._last.get(upstream, seen)
         if seen != last:
-            log.warning("mcp_upstream_tools_changed", upstream=upstream, added=sorted(seen.keys() - last.keys()),
-                        removed=sorted(last.keys() - seen.keys()),
-                        changed=sorted(k for k in seen.keys() & last.keys() if seen[k] != last[k]))
+            scrubber = Scrubber(secrets)
+            log.warning("mcp_upstream_tools_changed", upstream=upstream,
+                        added=_shown(seen.keys() - last.keys(), scrubber),
+                        removed=_shown(last.keys() - seen.keys(), scrubber),
+                        changed=_shown({k for k in seen.keys() & last.keys() if seen[k] != last[k]}, scrubber))
         self._last[upstream] = seen
+
+
+LOGGED_NAMES = 50
+"""Names of a change logged at the most (the rest are counted)."""
+
+
+def _shown(names: Iterable[str], scrubber: Scrubber) -> list[str]:
+    """Tool names an upstream chose, as a log may hold them: scrubbed of the call's secrets (a
+    server can put one in a name), escaped, each cut to 64 characters, at most ``LOGGED_NAMES``."""
+    ordered = sorted(names)
+    shown = [escaped(scrubber.text(name)[0]) for name in ordered[:LOGGED_NAMES]]
+    if len(ordered) > LOGGED_NAMES:
+        shown.append(f"... and {len(ordered) - LOGGED_NAMES} more")
+    return shown

@@ -46,6 +46,7 @@ log = structlog.get_logger("toolgate.audit")
 GENESIS = "sha256:" + "0" * 64
 ROTATED = "audit_rotated"
 RESTARTED = "audit_restarted"
+_BLOCK = 1 << 20  # bytes read at a time when reading the log backwards
 _HEAD_WIDTH = 128  # bytes of the head file: its JSON padded with spaces (seq up to 20 digits fits)
 
 
@@ -222,19 +223,33 @@ def _tail_state(path: Path) -> tuple[int, str]:
     empty log after a rotation's rename: the head's, when the renamed file is there)."""
     if not path.exists() or path.stat().st_size == 0:
         return _head_after_rename(path)
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        block = min(size, 1 << 20)
-        f.seek(size - block)
-        lines = f.read().splitlines()
-    for line in reversed(lines):
+    for line in _lines_from_end(path):
         try:
             rec = json.loads(line)
             return int(rec["seq"]), str(rec["hash"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             continue
     return 0, GENESIS
+
+
+def _lines_from_end(path: Path) -> Iterator[bytes]:
+    """The lines of ``path``, the last first, split at ``\\n`` only (as verify reads them: a
+    ``\\r`` inside a line is JSON whitespace), each whole however long it is."""
+    with open(path, "rb") as f:
+        end = f.seek(0, os.SEEK_END)
+        pending: list[bytes] = []  # the pieces read so far of the line being read, last piece first
+        while end > 0:
+            start = max(0, end - _BLOCK)
+            f.seek(start)
+            parts = f.read(end - start).split(b"\n")
+            end = start
+            pending.append(parts[-1])
+            if len(parts) == 1:
+                continue
+            yield b"".join(reversed(pending))
+            yield from reversed(parts[1:-1])
+            pending = [parts[0]]
+        yield b"".join(reversed(pending))
 
 
 def _set_aside_if_cut(path: Path) -> dict[str, Any] | None:
@@ -300,7 +315,7 @@ def _set_aside_torn_tail(path: Path, fsync: bool) -> dict[str, Any] | None:
     with open(path, "r+b") as f:
         end = size
         while end > 0:  # back to the last end of line
-            start = max(0, end - (1 << 20))
+            start = max(0, end - _BLOCK)
             f.seek(start)
             block = f.read(end - start)
             if end == size and block.endswith(b"\n"):

@@ -30,10 +30,12 @@ logs still go through structlog; this file is a hash chain with its own writer.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import itertools
 import json
 import os
+import stat
 import time
 from json import encoder as _json_encoder
 from pathlib import Path
@@ -48,6 +50,7 @@ ROTATED = "audit_rotated"
 RESTARTED = "audit_restarted"
 _BLOCK = 1 << 20  # bytes read at a time when reading the log backwards
 _HEAD_WIDTH = 128  # bytes of the head file: its JSON padded with spaces (seq up to 20 digits fits)
+_HEAD_MAX = 4096  # bytes read of a head file at the most: a larger one is no head
 
 
 def _canonical_encoder() -> Any:
@@ -107,7 +110,11 @@ class _ChainedFile:
         self._head = path.with_name(path.name + ".head")
         # Kept open and overwritten in place with one fixed-width pwrite (JSON padded with
         # spaces): a tmp file + rename per call cost ~0.3 ms, half the allow path's CPU.
-        self._head_fd = os.open(self._head, os.O_WRONLY | os.O_CREAT, 0o644)
+        self._head_fd = os.open(self._head, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o644)  # a FIFO: fails, never waits
+        if not stat.S_ISREG(os.fstat(self._head_fd).st_mode):
+            os.close(self._head_fd)
+            self._file.close()
+            raise OSError(errno.EINVAL, f"{self._head} is not a regular file")
         self._dirty = False
         if os.fstat(self._head_fd).st_size == 0:  # a new head: where the chain stands, before any record
             self._write_head()  # (verify wants a head beside a non-empty log, even one a crash cut short)
@@ -261,7 +268,7 @@ def _set_aside_if_cut(path: Path) -> dict[str, Any] | None:
     first record names them."""
     head_path = path.with_name(path.name + ".head")
     try:
-        head_seq = int(json.loads(head_path.read_text())["seq"])
+        head_seq = int(json.loads(head_bytes(head_path))["seq"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
     log_seq, _ = _tail_state(path)
@@ -352,9 +359,24 @@ def _write_aside(path: Path, data: bytes, fsync: bool) -> Path:
     raise AssertionError("unreachable: _aside_names never ends")
 
 
+def head_bytes(head: Path) -> bytes:
+    """The head file's bytes: opened without waiting (a FIFO put in its place would hang the
+    read) and read only when a regular file, at most ``_HEAD_MAX`` bytes of it."""
+    fd = os.open(head, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        raw = os.read(fd, _HEAD_MAX + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > _HEAD_MAX:
+        raise ValueError(f"longer than a head ({_HEAD_MAX} bytes at most)")
+    return raw
+
+
 def _head_after_rename(path: Path) -> tuple[int, str]:
     try:
-        anchor = json.loads(path.with_name(path.name + ".head").read_text())
+        anchor = json.loads(head_bytes(path.with_name(path.name + ".head")))
         seq, digest = int(anchor["seq"]), str(anchor["hash"])
     except (OSError, ValueError, KeyError, TypeError):
         return 0, GENESIS

@@ -63,16 +63,16 @@ class Search:
                 yield record
 
     def _records(self, path: Path) -> Iterator[tuple[float, int, dict[str, Any]]]:
-        with open(path, "rb") as f:
-            for lineno, raw in enumerate(f, start=1):
-                try:
-                    record = json.loads(raw)
-                except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
-                    record = None
-                if not isinstance(record, dict) or not isinstance(record.get("ts"), (int, float)):
-                    self.skipped.append(f"{path}:{lineno}")
-                    continue
-                yield float(record["ts"]), lineno, record
+        try:
+            with open(path, "rb") as f:
+                for lineno, raw in enumerate(f, start=1):
+                    ts, record = _timed(raw)
+                    if record is None:
+                        self.skipped.append(f"{path}:{lineno}")
+                        continue
+                    yield ts, lineno, record
+        except OSError as exc:
+            raise Unreadable(f"{path} cannot be read: {exc.strerror or exc}") from None
 
     def _matches(self, record: dict[str, Any]) -> bool:
         c = self.criteria
@@ -102,3 +102,24 @@ class Search:
             return True
         # a record of its own (an approval event, a refused key): judged on what it carries
         return all(not want or record.get(key) == want for key, want in wants)
+
+
+class Unreadable(Exception):
+    """A file given to search cannot be read (its message says which, and why)."""
+
+
+def _timed(raw: bytes) -> tuple[float, dict[str, Any] | None]:
+    """A line's record and its time, or (0, None) when it is not a record: no JSON object, or no
+    ``ts`` that is a finite time (a 400-digit one is too large for one)."""
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
+        return 0.0, None
+    ts = record.get("ts") if isinstance(record, dict) else None
+    if not isinstance(ts, (int, float)):
+        return 0.0, None
+    try:
+        ts = float(ts)
+    except OverflowError:
+        return 0.0, None
+    return (ts, record) if math.isfinite(ts) else (0.0, None)

@@ -37,7 +37,7 @@ from json import JSONDecoder
 from pathlib import Path
 from typing import Any, Iterable
 
-from gateway.audit import GENESIS, ROTATED, record_hash
+from gateway.audit import GENESIS, ROTATED, head_bytes, record_hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +194,7 @@ def _read_head(head: Path) -> tuple[int, str] | None:
     """(seq, hash), or None when there is no head (missing or empty: not written yet).
     A head that is there but not ``{"seq": int, "hash": str}`` raises ValueError."""
     try:
-        raw = head.read_bytes()
+        raw = head_bytes(head)
     except FileNotFoundError:
         return None
     except OSError as exc:

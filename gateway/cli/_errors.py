@@ -17,7 +17,7 @@ Each code has one exit status (``gateway.cli`` says what the statuses mean):
        key_file_not_found, key_file_unreadable, key_file_writable,
        key_file_readable, key_passphrase_needed, key_passphrase_wrong,
        key_not_encrypted, key_invalid, key_labels_missing          the approver's key
-       policy_bundle_invalid, audit_unreadable, audit_malformed    ``policy``
+       policy_bundle_invalid, audit_unreadable, audit_malformed    ``policy`` (audit_unreadable: ``audit search`` too)
        insecure_target, tls_file_unreadable   plaintext off this machine; a TLS file (client verbs)
        tls_key_file_writable, tls_key_file_readable   ``--client-key`` another user owns, or others
                                     may write (its group too) or read

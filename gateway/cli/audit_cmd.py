@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from gateway.audit import iter_steps
-from gateway.audit_search import Criteria, Search
+from gateway.audit_search import Criteria, Search, Unreadable
 from gateway.audit_verify import companion_reason, verify_segments
 from gateway.cli._errors import CliError, fail
 from gateway.terminal import json_text, shown
@@ -128,8 +128,11 @@ def run_search(ns: argparse.Namespace) -> int:
                         user=ns.user, since=_time("--since", ns.since), until=_time("--until", ns.until))
     search = Search(criteria)
     found = search.run(Path(f) for f in ns.files)
-    for item in (iter_steps(found) if ns.steps else found):
-        print(json_text(item, separators=(",", ":")))
+    try:
+        for item in (iter_steps(found) if ns.steps else found):
+            print(json_text(item, separators=(",", ":")))
+    except Unreadable as exc:
+        return fail("audit_unreadable", f"{exc} (what was found before it is printed above)")
     for where in search.skipped[:5]:
         print(shown(f"toolgate: skipped a line that is not an audit record: {where}"), file=sys.stderr)
     if len(search.skipped) > 5:

@@ -1,15 +1,12 @@
 """The execute stage with real executors: retries only when safe, admission (rate limit, concurrency)."""
 
-import time
-
 import pytest
 
 from gateway.codes import Code
 from gateway.execute import ExecuteStage, RetryPolicy, executor_factories
 from gateway.executors.base import ExecutorRegistry
-from gateway.models import CallContext, Identity, ToolCall
 from gateway.store.sqlite import SQLiteStore
-from gateway.tools import ToolRegistry
+from tests.executors._helpers import call_context
 
 
 class Clock:
@@ -37,13 +34,6 @@ def _stage(tmp_path, store, clock, **kw):
                         clock=clock, sleep=clock.sleep, rand=lambda: 1.0, retry=RetryPolicy(0.1, 1.0), **kw)
 
 
-def _ctx(tool_config, tenant="acme", args=None):
-    ctx = CallContext(f"d-{time.monotonic_ns()}", Identity(tenant, "agent"), ToolCall(tool_config.name, b"{}"), 0.0)
-    ctx.tool = ToolRegistry([tool_config]).resolve(tool_config.name)
-    ctx.args = dict(args or {})
-    return ctx
-
-
 def _flaky(failures: int):
     state = {"n": 0}
 
@@ -64,7 +54,7 @@ async def test_flaky_read_tool_is_retried_with_backoff_until_it_succeeds(tmp_pat
     server = http_server({"/f": route})
     clock = Clock()
     stage = _stage(tmp_path, store, clock)
-    result, _ = await stage.run(_ctx(_http_tool(make_tool, server, side_effect="read", max_attempts=4)))
+    result, _ = await stage.run(call_context(_http_tool(make_tool, server, side_effect="read", max_attempts=4)))
     assert result.ok and result.attempts == 3 and state["n"] == 3
     assert clock.slept == [0.1, 0.2]  # exponential (rand=1.0 is the top of the jitter range)
 
@@ -74,7 +64,7 @@ async def test_write_tool_is_never_retried(tmp_path, store, http_server, make_to
     server = http_server({"/f": route})
     clock = Clock()
     tool = _http_tool(make_tool, server, side_effect="write", max_attempts=5)
-    result, _ = await _stage(tmp_path, store, clock).run(_ctx(tool))
+    result, _ = await _stage(tmp_path, store, clock).run(call_context(tool))
     assert not result.ok and result.attempts == 1 and state["n"] == 1 and clock.slept == []
 
 
@@ -82,13 +72,13 @@ async def test_idempotent_write_may_be_retried(tmp_path, store, http_server, mak
     route, state = _flaky(1)
     server = http_server({"/f": route})
     tool = _http_tool(make_tool, server, side_effect="external_write", idempotent=True, max_attempts=2)
-    result, _ = await _stage(tmp_path, store, Clock()).run(_ctx(tool))
+    result, _ = await _stage(tmp_path, store, Clock()).run(call_context(tool))
     assert result.ok and result.attempts == 2
 
 
 async def test_non_retryable_failure_is_not_retried(tmp_path, store, http_server, make_tool):
     server = http_server({"/f": lambda s: (404, {}, b"no")})
-    result, _ = await _stage(tmp_path, store, Clock()).run(_ctx(_http_tool(make_tool, server, max_attempts=5)))
+    result, _ = await _stage(tmp_path, store, Clock()).run(call_context(_http_tool(make_tool, server, max_attempts=5)))
     assert result.attempts == 1 and len(server.seen) == 1
 
 
@@ -104,25 +94,25 @@ async def test_admission_rate_limits_the_n_plus_first_call_and_recovers_later(tm
     stage = _stage(tmp_path, store, clock)
     tool = make_tool("limited", rate_limit_per_minute=2)
     for _ in range(2):
-        ctx = _ctx(tool)
+        ctx = call_context(tool)
         assert await stage.admit(ctx) is None
         stage._slots.release(tool)  # not executed in this test
-    refused = await stage.admit(_ctx(tool))
+    refused = await stage.admit(call_context(tool))
     assert refused.code == Code.RATE_LIMITED and refused.retry_after_seconds > 0
-    assert await stage.admit(_ctx(tool, tenant="globex")) is None  # another tenant's bucket
+    assert await stage.admit(call_context(tool, tenant="globex")) is None  # another tenant's bucket
     clock.now += refused.retry_after_seconds
-    assert await stage.admit(_ctx(tool)) is None
+    assert await stage.admit(call_context(tool)) is None
 
 
 async def test_admission_enforces_the_concurrency_cap_until_the_call_finishes(tmp_path, store, make_tool):
     stage = _stage(tmp_path, store, Clock())
     tool = make_tool("one_at_a_time", max_concurrency=1, executor={"kind": "python",
                                                                      "callable": "gateway.testing:echo"})
-    first = _ctx(tool)
+    first = call_context(tool)
     assert await stage.admit(first) is None
-    assert (await stage.admit(_ctx(tool))).code == Code.CONCURRENCY_LIMITED
+    assert (await stage.admit(call_context(tool))).code == Code.CONCURRENCY_LIMITED
     await stage.run(first)
-    assert await stage.admit(_ctx(tool)) is None
+    assert await stage.admit(call_context(tool)) is None
 
 
 @pytest.mark.parametrize("decided, hosts", [
@@ -140,7 +130,7 @@ def test_policy_constraints_narrow_the_descriptors_hosts_and_never_widen_them(ma
     tool = make_tool("fetch", executor={"kind": "http", "url": "https://a.example/x",
                                         "allowed_hosts": ["a.example", "b.example"]},
                      constraints={"hosts": ["a.example"], "root": "w"})
-    ctx = _ctx(tool)
+    ctx = call_context(tool)
     ctx.decision = PolicyDecision(decision="allow", constraints={**decided, "root": None, "limit": 3})
     assert effective_constraints(ctx) == {"hosts": hosts, "root": "w", "limit": 3}
 
@@ -158,6 +148,6 @@ def test_a_hosts_constraint_written_oddly_narrows_to_a_list_of_names(make_tool, 
     from gateway.execute import effective_constraints
 
     tool = make_tool("fetch", executor={"kind": "http", "url": "https://a.example/x", "allowed_hosts": ["a.example"]})
-    ctx = _ctx(tool)
+    ctx = call_context(tool)
     ctx.decision = PolicyDecision(decision="allow", constraints=decided)
     assert effective_constraints(ctx).get("hosts") == hosts

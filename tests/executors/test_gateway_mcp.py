@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import yaml
 
 from tests.conftest import DEMO_CONFIG, Client
 from gateway.config import load_config
 from gateway.testing import start_gateway
-
-SERVER = str(Path(__file__).parent / "data" / "mcp_upstream.py")
+from tests.executors._helpers import SERVER
 
 
 async def test_mcp_upstream_through_the_gateway_with_policy(tmp_path):

@@ -6,9 +6,8 @@ import pytest
 
 from gateway.credentials import ResolvedCredentials
 from gateway.executors.http import HttpExecutor, effective_hosts, refused_encoding
-from gateway.models import CallContext, Identity, ToolCall
 from gateway.normalize import normalize
-from gateway.tools import ToolRegistry
+from tests.executors._helpers import SECRET, call_context
 
 
 def _tool(make_tool, url, hosts, **opts):
@@ -153,22 +152,12 @@ def test_effective_hosts_is_an_intersection():
 
 # -- the body cap never cuts a secret in half; dot segments; deep JSON ------------------------
 
-SECRET = "sk_live_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
-
-
 def _pad_then_key(seen):
     """Echoes ``pad`` x's, then the X-Api-Key header (raw or base64), like a debug endpoint."""
     query = parse_qs(urlsplit(seen.path).query)
     key = seen.headers.get("x-api-key", "")
     key = base64.b64encode(key.encode()).decode() if query["form"][0] == "b64" else key
     return 200, {"content-type": "text/plain"}, ("x" * int(query["pad"][0]) + key + " and more").encode()
-
-
-def _ctx(tool_config, credentials):
-    ctx = CallContext("d-1", Identity("acme", "agent"), ToolCall(tool_config.name, b"{}"), 0.0)
-    ctx.tool = ToolRegistry([tool_config]).resolve(tool_config.name)
-    ctx.args, ctx.credentials = {}, credentials
-    return ctx
 
 
 @pytest.mark.parametrize("form, secret_form", [("raw", SECRET), ("b64", base64.b64encode(SECRET.encode()).decode())])
@@ -184,7 +173,7 @@ async def test_a_secret_crossing_the_body_cap_is_never_cut_in_half(executor, htt
     pad = cap - (inside % len(secret_form))
     result = await executor.execute(make_request(tool, {"pad": pad, "form": form}, credentials=creds))
     assert result.ok and result.meta["truncated"] is True and len(result.data["body"].encode()) <= cap
-    obs = normalize(_ctx(tool, creds), result, 1, 64 * 1024)
+    obs = normalize(call_context(tool, credentials=creds, decision_id="d-1"), result, 1, 64 * 1024)
     shown = json.dumps([obs.data, obs.summary], ensure_ascii=False)
     assert "x" * 100 in shown
     assert [secret_form[:k] for k in range(4, len(secret_form) + 1) if secret_form[:k] in shown] == []
@@ -221,7 +210,7 @@ async def test_json_nested_too_deeply_is_observed_as_text(executor, http_server,
     tool = _tool(make_tool, server.base + "/deep", ["127.0.0.1"])
     result = await executor.execute(make_request(tool))
     assert result.ok
-    obs = normalize(_ctx(tool, None), result, 1, 64 * 1024)  # never a RecursionError
+    obs = normalize(call_context(tool, decision_id="d-1"), result, 1, 64 * 1024)  # never a RecursionError
     assert obs.status == "ok"
     assert isinstance(obs.data, str) or isinstance(obs.data["body"], str)  # the JSON as text
 

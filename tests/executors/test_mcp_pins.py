@@ -4,7 +4,6 @@ listings fed to ``ToolPins`` directly, and the ``max_tools`` bound through a rea
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -12,8 +11,8 @@ import structlog
 
 from gateway.executors.mcp import McpConfigError, McpExecutor, parse_upstreams
 from gateway.executors.mcp_pins import DEFAULT_MAX_TOOLS, ToolPins, classified_remote_tools, tool_fingerprints
+from tests.executors._helpers import SERVER
 
-SERVER = str(Path(__file__).parent / "data" / "mcp_upstream.py")
 UPSTREAM_OWN_TOOLS = 8
 """The tools data/mcp_upstream.py offers of its own."""
 

@@ -22,6 +22,7 @@ from gateway.normalize import normalize, scrub_result
 from gateway.scrub import REDACTED, Scrubber
 from tests._timing import cpu_seconds, least_times
 from tests.conftest import NormalizeContext
+from tests.executors._helpers import nested
 
 
 class _Shown:
@@ -33,12 +34,6 @@ class _Shown:
 
 def _data(data, secrets=()):
     return scrub_result(ExecResult(ok=True, data=data), set(secrets))
-
-
-def _nested(value, depth):
-    for _ in range(depth):
-        value = [value]
-    return value
 
 
 @pytest.mark.parametrize("data, expected", [
@@ -131,11 +126,11 @@ def test_the_injection_flag_sees_every_colliding_key_and_value(data):
 
 
 def test_collisions_at_the_depth_limit_are_kept_and_past_it_are_in_the_json_text():
-    at_limit = _data(_nested({1: "x", "1": "y"}, MAX_DEPTH)).data
+    at_limit = _data(nested({1: "x", "1": "y"}, MAX_DEPTH)).data
     for _ in range(MAX_DEPTH):
         at_limit = at_limit[0]
     assert at_limit == {"1#2": "x", "1": "y"}
-    past = _data(_nested({1: "x", "1": "y"}, MAX_DEPTH + 1)).data
+    past = _data(nested({1: "x", "1": "y"}, MAX_DEPTH + 1)).data
     assert isinstance(past, str) and past.endswith('{"1": "x", "1": "y"}' + "]" * (MAX_DEPTH + 1))
 
 

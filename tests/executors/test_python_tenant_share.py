@@ -2,7 +2,6 @@
 a tenant whose tools hang (or run long) waits for its own threads and never starves the others."""
 
 import asyncio
-import time
 
 import pytest
 
@@ -10,23 +9,14 @@ from gateway.config import Config
 from gateway.execute import ExecuteStage, executor_factories
 from gateway.executors.base import ExecutorRegistry
 from gateway.executors.python import PythonExecutor
-from gateway.models import CallContext, Identity, ToolCall
-from gateway.tools import ToolRegistry
+from tests.executors._helpers import HANG, call_context
 from tests.executors.data import python_tools
 
-HANG = "tests.executors.data.python_tools:hang"
 QUICK = "tests.executors.test_python_tenant_share:quick"
 
 
 def quick(args, ctx):
     return {"tenant": ctx.tenant}
-
-
-def _ctx(tool_config, tenant, args):
-    ctx = CallContext(f"d-{time.monotonic_ns()}", Identity(tenant, "agent"), ToolCall(tool_config.name, b"{}"), 0.0)
-    ctx.tool = ToolRegistry([tool_config]).resolve(tool_config.name)
-    ctx.args = dict(args)
-    return ctx
 
 
 @pytest.fixture
@@ -43,9 +33,9 @@ async def test_a_tenant_whose_tools_hang_does_not_starve_another(stage, make_too
     # acme's first call takes its one thread and hangs past its timeout; its second waits for acme's own
     # thread (never starting); globex still has the pool's other thread and is answered at once
     (held, _), (waited, _), (other, _) = await asyncio.gather(
-        stage.run(_ctx(hang, "acme", {"gate": gate})),
-        stage.run(_ctx(hang, "acme", {"gate": gate})),
-        stage.run(_ctx(fast, "globex", {})))
+        stage.run(call_context(hang, "acme", {"gate": gate})),
+        stage.run(call_context(hang, "acme", {"gate": gate})),
+        stage.run(call_context(fast, "globex", {})))
     assert other.ok and other.data == {"tenant": "globex"}
     assert held.error.type == "timeout" and not held.error.retryable  # ran: its thread is still going
     assert waited.error.type == "timeout" and waited.error.retryable
@@ -56,20 +46,20 @@ async def test_a_tenant_whose_tools_hang_does_not_starve_another(stage, make_too
 async def test_a_thread_left_running_keeps_its_tenant_share_until_it_ends(stage, make_tool, gate):
     hang = make_tool("hang", timeout_seconds=0.2, max_attempts=1, executor={"kind": "python", "callable": HANG})
     fast = make_tool("fast", timeout_seconds=0.5, max_attempts=1, executor={"kind": "python", "callable": QUICK})
-    held, _ = await stage.run(_ctx(hang, "acme", {"gate": gate}))
+    held, _ = await stage.run(call_context(hang, "acme", {"gate": gate}))
     assert held.error.type == "timeout"
-    blocked, _ = await stage.run(_ctx(fast, "acme", {}))  # acme's one thread is still the hung one
+    blocked, _ = await stage.run(call_context(fast, "acme", {}))  # acme's one thread is still the hung one
     assert blocked.error.type == "timeout" and blocked.error.retryable
     python_tools.GATES[gate].set()
     assert python_tools.ENDED[gate].wait(5)
     await asyncio.sleep(0.05)  # the share comes back on the loop
-    again, _ = await stage.run(_ctx(fast, "acme", {}))
+    again, _ = await stage.run(call_context(fast, "acme", {}))
     assert again.ok and again.data == {"tenant": "acme"}
 
 
 async def test_the_shares_come_back_after_many_calls(stage, make_tool):
     fast = make_tool("fast", timeout_seconds=2, max_attempts=1, executor={"kind": "python", "callable": QUICK})
-    results = await asyncio.gather(*(stage.run(_ctx(fast, "acme", {})) for _ in range(50)))
+    results = await asyncio.gather(*(stage.run(call_context(fast, "acme", {})) for _ in range(50)))
     assert all(r.ok for r, _ in results)  # one thread for acme, taken and given back 50 times
 
 
@@ -93,8 +83,8 @@ async def test_with_the_defaults_three_tenants_whose_tools_hang_leave_a_fourth_i
     hang = make_tool("hang", timeout_seconds=0.3, max_attempts=1, executor={"kind": "python", "callable": HANG})
     fast = make_tool("fast", timeout_seconds=2, max_attempts=1, executor={"kind": "python", "callable": QUICK})
     try:
-        hung = [stage.run(_ctx(hang, tenant, {"gate": gate})) for tenant in ("a", "b", "c") for _ in range(6)]
-        *held, (other, _) = await asyncio.gather(*hung, stage.run(_ctx(fast, "d", {})))
+        hung = [stage.run(call_context(hang, tenant, {"gate": gate})) for tenant in ("a", "b", "c") for _ in range(6)]
+        *held, (other, _) = await asyncio.gather(*hung, stage.run(call_context(fast, "d", {})))
         assert other.ok and other.data == {"tenant": "d"}
         assert len(python_tools.STARTED[gate]) == 12  # four of each hanging tenant's six ever ran
         assert all(r.error.type == "timeout" for r, _ in held)

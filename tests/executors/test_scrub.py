@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.scrub import REDACTED, Scrubber
+from tests.executors._helpers import nested
 
 SECRET = "s3cr3t/Tok+en=with?odd&chars"
 
@@ -141,7 +142,7 @@ def test_a_token_next_to_a_non_ascii_letter_is_still_redacted(token, before, aft
     lambda b: {b: "value"},  # the secret as a key
     lambda b: {"set": {b}},  # in a set
     lambda b: {"pair": (b, b"x")},  # in a tuple
-    lambda b: {"deep": _nested({"k": b}, 70)},  # past MAX_DEPTH: all of it as JSON text
+    lambda b: {"deep": nested({"k": b}, 70)},  # past MAX_DEPTH: all of it as JSON text
 ])
 def test_a_secret_a_python_tool_returns_as_bytes_is_removed(wrap):
     """Bytes are read as the text they hold before the scrubber sees them, not written as
@@ -155,19 +156,13 @@ def test_a_secret_a_python_tool_returns_as_bytes_is_removed(wrap):
     assert secret not in shown and "\\\\xc3" not in shown and clean.redactions >= 1, shown
 
 
-def _nested(value, depth):
-    for _ in range(depth):
-        value = [value]
-    return value
-
-
 def test_data_with_no_json_form_keeps_what_it_says():
     from gateway.executors.base import ExecResult
     from gateway.normalize import scrub_result
 
     clean = scrub_result(ExecResult(ok=True, data={1: {"a", }, None: (1, 2), b"k": b"\xff", ("a", 2): 3.5}), ())
     assert clean.data == {"1": ["a"], "null": [1, 2], "k": "ff", '["a", 2]': 3.5}
-    deep = scrub_result(ExecResult(ok=True, data=_nested({b"k": b"v"}, 70)), ()).data
+    deep = scrub_result(ExecResult(ok=True, data=nested({b"k": b"v"}, 70)), ()).data
     assert deep == "<list nested deeper than 64>"  # past MAX_DEPTH, with a bytes key JSON cannot write: named
 
 

@@ -10,9 +10,8 @@ from gateway.credentials import ResolvedCredentials
 from gateway.execute import ExecuteStage, executor_factories
 from gateway.executors.base import ExecutorRegistry, tenant_folder
 from gateway.executors.subprocess import SubprocessExecutor
-from gateway.models import CallContext, Identity, ToolCall
 from gateway.normalize import normalize
-from gateway.tools import ToolRegistry
+from tests.executors._helpers import SECRET, call_context
 
 PY = sys.executable
 
@@ -177,19 +176,11 @@ async def test_missing_program_is_a_tool_error(make_tool, make_request):
 
 # -- output caps never cut a secret in half; option injection; deep JSON; tenant sandboxes -----
 
-SECRET = "sk_live_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
 B64_SECRET = base64.b64encode(SECRET.encode()).decode()
 ECHO_AFTER_PAD = ("import base64, os, sys; token = os.environ['API_TOKEN']; form = sys.argv[2]\n"
                   "token = base64.b64encode(token.encode()).decode() if form == 'b64' else token\n"
                   "out = sys.stdout if sys.argv[3] == 'stdout' else sys.stderr\n"
                   "out.write(sys.argv[1] + token + ' and more'); out.flush(); sys.exit(sys.argv[3] == 'stderr')")
-
-
-def _ctx(tool_config, tenant="acme", credentials=None):
-    ctx = CallContext(f"d-{time.monotonic_ns()}", Identity(tenant, "agent"), ToolCall(tool_config.name, b"{}"), 0.0)
-    ctx.tool = ToolRegistry([tool_config]).resolve(tool_config.name)
-    ctx.args, ctx.credentials = {}, credentials
-    return ctx
 
 
 def _shown(obs) -> str:
@@ -215,7 +206,7 @@ async def test_a_secret_crossing_the_output_cap_is_never_cut_in_half(make_tool, 
     result = await SubprocessExecutor().execute(make_request(tool, {"pad": pad}, credentials=creds))
     assert result.meta["truncated"] is True
     assert len((result.data["stdout"] if stream == "stdout" else result.stderr).encode()) <= cap
-    shown = _shown(normalize(_ctx(tool, credentials=creds), result, 1, 64 * 1024))
+    shown = _shown(normalize(call_context(tool, credentials=creds), result, 1, 64 * 1024))
     assert pad[:100] in shown  # the output itself is there
     assert _prefixes(shown, secret_form) == [] and _prefixes(shown, SECRET) == []
 
@@ -259,7 +250,7 @@ async def test_each_tenant_has_its_own_sandbox_and_home(tmp_path, make_tool):
     for tenant, token in (("acme", "acme-only-token-AAAAAAAA"), ("globex", "globex-only-token-BBBBBBBB"),
                           ("acme", "acme-only-token-AAAAAAAA")):
         creds = ResolvedCredentials(env={"API_TOKEN": token}, secret_values=frozenset({token}))
-        result, _ = await stage.run(_ctx(tool, tenant, creds))
+        result, _ = await stage.run(call_context(tool, tenant, credentials=creds))
         assert result.ok, result
         seen.setdefault(tenant, []).append(result.data["stdout"])
     assert seen["globex"][0].startswith("cached: <none>")

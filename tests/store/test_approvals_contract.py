@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any
 
 from gateway.store.base import RECENT_SECONDS, ApprovalRecord, ApprovalStatus, VoteStatus
+from tests.store import _records
+from tests.store._records import T0
 
 S = ApprovalStatus
-T0 = 1_800_000_000.0
 
 
-def record(approval_id: str = "a-1", *, tenant: str = "acme", created_at: float = T0, **kw) -> ApprovalRecord:
-    fields = dict(
-        approval_id=approval_id, status=S.PENDING, tenant=tenant, agent="demo-agent", user="dana",
-        run_id="run-1", step=3, tool="write_file", tool_version="1", args_json='{"path":"a.txt"}',
-        args_hash="sha256:abc", reasons=("writes need ops approval",), groups_any=("ops",), quorum=2,
-        risk={"side_effect": "write", "reversibility": "reversible"}, created_at=created_at,
-        expires_at=created_at + 900.123456, decision_id="d-1", audience="toolgate-demo", updated_at=created_at,
-    )
-    fields.update(kw)
-    return ApprovalRecord(**fields)
+def record(approval_id: str = "a-1", *, created_at: float = T0, **kw: Any) -> ApprovalRecord:
+    """The shared request with a quorum of two, a reversible write and an expiry a fraction past 900 s."""
+    contract = dict(quorum=2, risk={"side_effect": "write", "reversibility": "reversible"},
+                    expires_at=created_at + 900.123456)
+    return _records.record(approval_id, created_at=created_at, **{**contract, **kw})
 
 
 async def test_created_approval_reads_back_equal(store):

@@ -17,23 +17,11 @@ import pytest
 from gateway.approvals.malformed import (MALFORMED_REASON, past_expiry, record_problem, salvaged, vote_problem,
                                          writable)
 from gateway.store.base import ApprovalRecord, ApprovalStatus, record_fields
+from tests.store._records import T0, record, stored_text
 
 S = ApprovalStatus
 DIFFERS = "differs from the row's column"
-T0 = 1_800_000_000.0
 NOW = T0 + 10
-
-
-def record(approval_id: str = "a-1", *, created_at: float = T0, **kw: Any) -> ApprovalRecord:
-    fields: dict[str, Any] = dict(
-        approval_id=approval_id, status=S.PENDING, tenant="acme", agent="demo-agent", user="dana", run_id="run-1",
-        step=3, tool="write_file", tool_version="1", args_json='{"path":"a.txt"}', args_hash="sha256:abc",
-        reasons=("writes need ops approval",), groups_any=("ops",), quorum=1, risk={"side_effect": "write"},
-        created_at=created_at, expires_at=created_at + 900, decision_id="d-1", audience="toolgate-demo",
-        updated_at=created_at,
-    )
-    fields.update(kw)
-    return ApprovalRecord(**fields)
 
 
 def stored_json(rec: ApprovalRecord, **changes: Any) -> str:
@@ -53,13 +41,6 @@ def set_row(make_store: Any, store: Any, approval_id: str, record_text: str | by
     assign = ", ".join(f"{c} = %s::json" if c == "record" else f"{c} = %s" for c in sets)
     with psycopg.connect(make_store.dsn, autocommit=True) as conn:
         conn.execute(f"UPDATE approvals SET {assign} WHERE approval_id = %s", (*sets.values(), approval_id))
-
-
-def stored_text(make_store: Any, store: Any, approval_id: str) -> str:
-    if make_store.kind == "sqlite":  # read as text, as any other reader of the file does
-        return store.db.execute("SELECT record FROM approvals WHERE approval_id=?", (approval_id,)).fetchone()[0]
-    with psycopg.connect(make_store.dsn) as conn:
-        return conn.execute("SELECT record::text FROM approvals WHERE approval_id = %s", (approval_id,)).fetchone()[0]
 
 
 async def damaged(make_store: Any, record_text: str | bytes, **columns: str) -> tuple[Any, ApprovalRecord]:

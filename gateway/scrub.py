@@ -5,8 +5,10 @@ Two layers, both counted in ``redactions``:
 1. **Exact values** — every value injected for this call (``ResolvedCredentials.secret_values``)
    in the forms a tool is likely to echo it: raw, standard and URL-safe base64 (with and without
    padding, and the stable core of its encoding at each of the three byte alignments, so it is
-   also found inside a larger base64 blob), percent-encoding (``quote`` and ``quote_plus``), hex
-   (both cases) and JSON-escaped.
+   also found inside a larger base64 blob), percent-encoding (as Python, PHP, Java and JavaScript
+   write it, hex in either case), hex (both cases) and JSON-escaped (as Python and JavaScript, PHP,
+   Go, Gson and .NET escape it). Not found: a secret with its letters' case changed, or inside
+   base64 wrapped over lines (its line breaks fall anywhere in the secret's encoding).
 2. **Patterns** — common secret shapes whatever their origin (PEM private keys, bearer tokens,
    AWS keys, GitHub / Slack tokens, JWTs). Configurable; ``DEFAULT_PATTERNS`` is the default.
    Each of those runs in linear time on any text, as ``cut`` does: the text is the tool's, and
@@ -80,15 +82,53 @@ def encoded_forms(value: str) -> set[str]:
     if not value:
         return set()
     raw = value.encode("utf-8")
-    forms = {value, quote(value, safe=""), quote(value), quote_plus(value), raw.hex(), raw.hex().upper()}
-    forms.add(json.dumps(value)[1:-1])
-    forms.add(json.dumps(value, ensure_ascii=False)[1:-1])  # JSON text as written unescaped (a tuple key's)
+    forms = {value, raw.hex(), raw.hex().upper()} | _percent_forms(value) | _json_forms(value)
     forms.add(repr(raw)[2:-1])  # Python's b'...' escapes, as an object's str() may quote bytes
     for enc in (base64.b64encode, base64.urlsafe_b64encode):
         full = enc(raw).decode("ascii")
         forms.update({full, full.rstrip("=")})
         forms.update(_shifted_cores(raw, enc))
     return {f for f in forms if f}
+
+
+def _percent_forms(value: str) -> set[str]:
+    """``value`` percent-encoded as common libraries write it, each also with lower-case hex."""
+    forms = {
+        quote(value, safe=""),  # RFC 3986: Python's quote, PHP's rawurlencode, Go's PathEscape
+        quote(value), quote_plus(value),  # a path; a form field (space as +)
+        quote_plus(value, safe="").replace("~", "%7E"),  # PHP's urlencode
+        quote_plus(value, safe="*").replace("~", "%7E"),  # Java's URLEncoder
+        quote(value, safe="!*'()"),  # JavaScript's encodeURIComponent
+    }
+    return forms | {_PERCENT_HEX.sub(lambda m: m.group().lower(), f) for f in forms}
+
+
+_PERCENT_HEX = re.compile(r"%[0-9A-F]{2}")
+
+
+def _json_forms(value: str) -> set[str]:
+    """``value`` inside a JSON string as common encoders write it: escaped as Python and JavaScript
+    do (and with non-ASCII as ``\\u`` escapes), ``/`` as ``\\/`` (PHP), HTML-sensitive characters as
+    ``\\u`` escapes (Go: ``<>&``; Gson: ``<>&='``; .NET's System.Text.Json: ``<>&'"+` `` and non-ASCII,
+    upper-case hex)."""
+    plain = json.dumps(value, ensure_ascii=False)[1:-1]
+    ascii_only = json.dumps(value)[1:-1]
+    dotnet = _UNICODE_ESCAPE.sub(lambda m: m.group().upper().replace("\\U", "\\u"), ascii_only)
+    return {
+        plain, ascii_only, ascii_only.replace("/", "\\/"),
+        _escaped(plain, "<>&\u2028\u2029"), _escaped(plain, "<>&='"),
+        _escaped(dotnet.replace('\\"', '"'), "<>&'\"+`", upper=True),
+    }
+
+
+_UNICODE_ESCAPE = re.compile(r"\\u[0-9a-f]{4}")
+
+
+def _escaped(text: str, chars: str, *, upper: bool = False) -> str:
+    """``text`` with each of ``chars`` written as a ``\\u`` escape."""
+    for char in chars:
+        text = text.replace(char, ("\\u%04X" if upper else "\\u%04x") % ord(char))
+    return text
 
 
 def _shifted_cores(raw: bytes, enc: Any) -> set[str]:

@@ -163,6 +163,11 @@ class HttpExecutor:
         call = _Call(client, ex.method.upper(), hosts, bool(opts.get("allow_plain_http")),
                      dict(creds.headers) if creds is not None else {}, request.timeout, opts,
                      creds.secret_values if creds is not None else frozenset())
+        unsendable = sorted(name for name, value in call.headers.items() if not value.isascii())
+        if unsendable:  # httpx would raise UnicodeEncodeError: an internal_error, with no name for it
+            return ExecResult.failure(
+                Code.TOOL_ERROR.value, f"header {unsendable[0]!r} holds characters an HTTP header cannot carry "
+                "(ASCII only); check the credential or options.headers that sets it")
         try:
             return await call.run(url, body)
         except (EgressDenied, NonPublicAddress) as exc:

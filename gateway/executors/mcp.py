@@ -335,7 +335,7 @@ def _unwrap(blocks: list[Any]) -> Any:
     if len(blocks) == 1 and isinstance(blocks[0], dict) and blocks[0].get("type") == "text":
         try:
             return json.loads(blocks[0]["text"])
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse: the text
             return blocks[0]["text"]
     return {"content": blocks}
 

@@ -44,14 +44,18 @@ The whole call (waiting for a pooled connection, dialing, the exchange, and the 
 with ``asyncio.timeout``; a timed-out or cancelled request aborts its connection.
 
 Failing closed: a connection error, timeout, non-200 answer, malformed HTTP, an answer over
-16 MiB, or a body that is not a JSON object ⇒ ``PolicyError("policy_unavailable")``; a 200 answer without
+16 MiB, or a body that is not a JSON object read strictly (``policies._strict_json``: a key twice in
+one object, ``NaN``, ``Infinity`` or a number past a double's range is refused, where
+``json.loads`` would read ``{"decision": "deny", "decision": "allow"}`` as allow)
+⇒ ``PolicyError("policy_unavailable")``; a 200 answer without
 ``result`` (undefined) or with a malformed decision ⇒ ``PolicyError("policy_invalid_decision")``.
 Nothing to recover by hand: dead connections are dropped and new ones dialed, so once OPA
 answers again decisions flow on the same engine object.
 
 OPA's ``decision_id`` (present when OPA's decision logging is on) comes back on the
 decision itself: ``decision.engine_decision_id`` — per evaluation, so it is correct under
-concurrency.
+concurrency. It is audited, so only printable ASCII up to 128 characters is kept (OPA writes a
+UUID); another is dropped, and the decision stands.
 """
 
 from __future__ import annotations
@@ -69,9 +73,13 @@ import httpx
 
 from policies._decision import UNDEFINED, PolicyDecision, parse_decision
 from policies._errors import POLICY_UNAVAILABLE, PolicyError, PolicyLoadError
+from policies import _strict_json as strict_json
 from policies._http import Endpoint, Http11Pool, TransportError, refuse_url_extras
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
+_DECISION_ID = re.compile(r"[\x21-\x7e]{1,128}")
+"""What of OPA's ``decision_id`` is kept (it is audited): printable ASCII, at most 128 characters
+(OPA writes a UUID); anything else is dropped, the decision itself standing."""
 """A larger answer from OPA is an error (``policy_unavailable``), over either transport."""
 
 _PATH = re.compile(r"^data(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")  # \Z: "$" would let a final "\n" into the URL
@@ -132,8 +140,7 @@ class OPAEngine:
         """The decision for ``input``, carrying OPA's decision_id; raises ``PolicyError``."""
         body = await self._post(self._query, input)
         decision = parse_decision(body.get("result", UNDEFINED))
-        decision_id = body.get("decision_id")
-        return decision.with_engine_decision_id(decision_id if isinstance(decision_id, str) else None)
+        return decision.with_engine_decision_id(_decision_id(body.get("decision_id")))
 
     async def query(self, path: str, input: dict[str, Any]) -> Any:
         """The value at ``path`` or ``UNDEFINED``; raises ``PolicyError`` when OPA fails."""
@@ -174,9 +181,9 @@ class OPAEngine:
             text = content[:500].decode("utf-8", "replace")
             raise PolicyError(POLICY_UNAVAILABLE, f"OPA answered {status}: {text}")
         try:
-            body = json.loads(content)
-        except ValueError as exc:
-            raise PolicyError(POLICY_UNAVAILABLE, "OPA answered with a body that is not JSON") from exc
+            body = strict_json.loads(content)
+        except strict_json.NotStrictJson as exc:
+            raise PolicyError(POLICY_UNAVAILABLE, f"OPA answered with a body that is not strict JSON: {exc}") from exc
         if not isinstance(body, dict):
             raise PolicyError(POLICY_UNAVAILABLE, "OPA answered with a body that is not an object")
         return body
@@ -248,3 +255,8 @@ def _tls_context(ca_file: str | os.PathLike[str] | None = None) -> ssl.SSLContex
         return ssl.create_default_context(cafile=os.fspath(ca_file))
     except OSError as exc:  # ssl.SSLError included: no PEM certificate in it
         raise ValueError(f"OPA CA file {os.fspath(ca_file)!r} does not load: {type(exc).__name__}: {exc}") from exc
+
+
+def _decision_id(value: Any) -> str | None:
+    """OPA's ``decision_id`` when it is one an audit record may hold (``_DECISION_ID``), else None."""
+    return value if isinstance(value, str) and _DECISION_ID.fullmatch(value) else None

@@ -163,6 +163,12 @@ MALFORMED = {
     "bad_request_400": raw(response(b'{"code":"invalid_parameter"}', status=b"400 Bad Request")),
     "redirect_307": raw(response(b"", status=b"307 Temporary Redirect", headers=b"Location: http://evil/\r\nContent-Length: 0\r\n")),
     "no_content_204": raw(response(b"", status=b"204 No Content", headers=b"")),
+    # JSON readers disagree on (json.loads keeps a repeated key's last value: this deny read as allow)
+    "repeated_decision_key": raw(response(b'{"result":{"decision":"deny","reasons":["no"],"decision":"allow"}}')),
+    "repeated_result_key": raw(response(b'{"result":{"decision":"deny"},"result":{"decision":"allow"}}')),
+    "nan_in_constraints": raw(response(b'{"result":{"decision":"allow","constraints":{"max_bytes":NaN}}}')),
+    "infinity_in_constraints": raw(response(b'{"result":{"decision":"allow","constraints":{"n":-Infinity}}}')),
+    "number_past_a_double": raw(response(b'{"result":{"decision":"allow","constraints":{"n":1e400}}}')),
 }
 
 
@@ -183,6 +189,14 @@ async def test_a_well_formed_answer_without_a_valid_decision_is_invalid(fake, en
     assert (await denial(engine)).code == "policy_invalid_decision"
     await assert_recovers(engine)
     assert fake.connections == 1  # a well-framed answer keeps the connection, whatever it says
+
+
+@pytest.mark.parametrize("decision_id", ["X" * 2_000_000, "id\nforged: record", "", 7], ids=["huge", "newline", "empty", "number"])
+async def test_a_decision_id_no_audit_record_should_hold_is_dropped_and_the_decision_stands(fake, engine, decision_id):
+    fake.replies = [raw(response(json.dumps({"result": {"decision": "allow"}, "decision_id": decision_id}).encode()))]
+    decision = await engine.evaluate({"n": 0})
+    assert (decision.decision, decision.engine_decision_id) == ("allow", None)
+    await assert_recovers(engine)
 
 
 async def test_the_server_error_text_goes_to_the_detail_only(fake, engine):

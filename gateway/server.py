@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import stat
 from pathlib import Path
 from typing import Any
 
 import grpc
+import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
@@ -27,6 +29,8 @@ from gateway.config import Config
 from gateway.edge_limits import CappedStreams
 from gateway.key_files import KeyFileExposed, read_key_file
 from gateway.servicer import ToolGatewayServicer
+
+log = structlog.get_logger("toolgate.server")
 
 
 async def create_server(config: Config, address: str | None = None, *, app: GatewayApp | None = None):
@@ -133,17 +137,41 @@ async def serve(config: Config, address: str | None = None, *, ready=None, worke
         await app.close()
 
 
-async def _watch_policy(app: GatewayApp, interval: float = 2.0) -> None:
-    """Poll the bundle folder's files and reload when any changes."""
+async def _watch_policy(app: GatewayApp, interval: float = 2.0, settle: float = 0.25) -> None:
+    """Poll the bundle folder's files and reload when any changes, once they have stopped
+    changing for ``settle`` seconds (a deploy writing several files is read whole, not half-way).
+
+    It never stops on its own: a file gone between listing and reading (an editor's swap
+    file) is left out of that look, and anything else going wrong is logged and looked at again
+    at the next poll; a stopped watcher would keep the old policy serving for good, unsaid."""
     folder = app.config.policy_bundle_path
-
-    def stamp() -> tuple:
-        return tuple(sorted((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in folder.rglob("*") if p.is_file()))
-
-    last = stamp()
+    last = bundle_stamp(folder)
     while True:
         await asyncio.sleep(interval)
-        now = stamp()
-        if now != last:
+        try:
+            now = bundle_stamp(folder)
+            if now == last:
+                continue
+            for _ in range(40):  # at most ~10 s of a folder still being written
+                await asyncio.sleep(settle)
+                now, before = bundle_stamp(folder), now
+                if now == before:
+                    break
             last = now
-            app.reload_policy()
+            app.reload_policy()  # audits its own failure, and keeps the old policy
+        except Exception as exc:  # noqa: BLE001 - the watcher must outlive whatever went wrong
+            log.error("policy_watch_failed", folder=str(folder), error=f"{type(exc).__name__}: {exc}"[:500])
+
+
+def bundle_stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """(path, mtime, size) of each regular file under ``folder``, sorted; a file that is gone
+    (or cannot be read) by the time it is looked at is left out."""
+    found = []
+    for path in folder.rglob("*"):
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            found.append((str(path), info.st_mtime_ns, info.st_size))
+    return tuple(sorted(found))

@@ -76,11 +76,14 @@ class ExecutionClaims:
         if claim.status is ClaimStatus.CLAIMED:
             self._events.setdefault((scope, key), asyncio.Event())
             return Won(scope, key)
-        if claim.args_hash != binding:
-            what = "other arguments, or by another caller" if caller else "other arguments"
-            return Conflict(Refused(mismatch, (f"{scope.split(':')[0]} key was used with {what}",)))
         deadline = time.monotonic() + wait
-        while claim is not None and claim.status is ClaimStatus.RUNNING:
+        while claim is not None:
+            if claim.args_hash != binding:  # checked at each read: a key released and claimed anew by
+                # another caller (or with other arguments) while this one waited is theirs, not a replay
+                what = "other arguments, or by another caller" if caller else "other arguments"
+                return Conflict(Refused(mismatch, (f"{scope.split(':')[0]} key was used with {what}",)))
+            if claim.status is not ClaimStatus.RUNNING:
+                break
             if claim.created is not None and claim.created < time.time() - lease:
                 return await self._abandon(scope, key, args_hash, lease, wait, mismatch, caller)
             remaining = deadline - time.monotonic()

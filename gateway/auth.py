@@ -71,14 +71,18 @@ class Authenticator:
 
 
 def _api_key(metadata: Iterable[tuple[str, Any]]) -> str:
+    """The call's one API key (``x-api-key``, or ``authorization: Bearer``); "" when there is
+    none, or more than one: with two, which one counts would depend on their order (a proxy may
+    add one), so neither does."""
+    keys = []
     for name, value in metadata:
         if isinstance(value, bytes):
             continue
         if name == "x-api-key":
-            return value.strip()
-        if name == "authorization" and value.lower().startswith("bearer "):
-            return value[7:].strip()
-    return ""
+            keys.append(value.strip())
+        elif name == "authorization" and value.lower().startswith("bearer "):
+            keys.append(value[7:].strip())
+    return keys[0] if len(keys) == 1 else ""
 
 
 class RefusalAudit:
@@ -168,7 +172,7 @@ class AuthenticatedServer:
         identity = self._auth.authenticate(context.invocation_metadata())
         if identity is None:
             self._refusals.refused("authenticate", str(Code.UNAUTHENTICATED), context.peer(), method=method)
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown API key")
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown API key (send exactly one)")
         return identity  # type: ignore[return-value]
 
     async def _decode(self, context: grpc.aio.ServicerContext, method: str, identity: Identity,

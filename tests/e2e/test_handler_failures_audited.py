@@ -108,7 +108,7 @@ async def test_when_the_audit_log_fails_an_edge_refusal_still_goes_out_without_e
     async with grpc.aio.insecure_channel(gateway.address) as channel:
         if case == "no key":
             call = channel.unary_unary("/toolgate.v1.ToolGateway/ListTools")(b"", timeout=10)
-            expected = (grpc.StatusCode.UNAUTHENTICATED, "missing or unknown API key")
+            expected = (grpc.StatusCode.UNAUTHENTICATED, "missing or unknown API key (send exactly one)")
         elif case == "undecodable":
             call = channel.unary_unary("/toolgate.v1.ToolGateway/ListTools")(
                 b"\xff\xff\xff", metadata=(("x-api-key", AGENT_KEY),), timeout=10)

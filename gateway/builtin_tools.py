@@ -2,7 +2,9 @@
 
 File tools work inside a workspace folder (``constraints.root``, relative to the data dir;
 default ``workspace``); a path that resolves outside it (``..``, absolute, symlink) fails with
-``path_outside_workspace``.
+``path_outside_workspace``. The root itself must be the data dir's ``workspace`` folder or one
+inside it (``root_outside_workspace`` otherwise): a root of ``"."`` would open the gateway's own
+files (its audit log, its store) to the tool.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ POLICY_DOCS = {
 
 
 def _workspace(ctx: ExecRequest) -> Path:
-    root = Path(str(ctx.constraints.get("root", "workspace")))
-    if not root.is_absolute():
-        root = ctx.sandbox.parent.parent / root  # <data dir>/<root>
+    data = ctx.sandbox.parent.parent  # <data dir>/sandbox/<tool>
+    allowed = (data / "workspace").resolve()
+    root = (data / str(ctx.constraints.get("root", "workspace"))).resolve()  # an absolute root stays itself
+    if os.path.commonpath([allowed, root]) != str(allowed):
+        raise ToolFailure("root_outside_workspace",
+                          f"constraints.root {ctx.constraints.get('root')!r} is outside the workspace folder")
     root.mkdir(parents=True, exist_ok=True)
-    return root.resolve()
+    return root
 
 
 def _inside(ctx: ExecRequest, rel: str) -> Path:

@@ -45,13 +45,15 @@ the stage's own cut-off comes this much later. Others are cut off at the timeout
 def effective_constraints(ctx: CallContext) -> dict[str, Any]:
     """The descriptor's constraints, with the policy decision's on top.
 
-    The decision sets a key the descriptor leaves open or overrides it, with exceptions that
-    would widen the descriptor's scope rather than narrow it: ``null`` never lifts a
-    constraint the descriptor sets; ``hosts`` from both is their intersection (in the
-    descriptor's order), so policy can take hosts away but never add one; and a
+    The decision sets a key the descriptor leaves open. A key the descriptor sets stays as the
+    descriptor has it: ``null`` never lifts it; ``hosts`` from both is their intersection (in
+    the descriptor's order), so policy can take hosts away but never add one; a
     ``credential_variant`` the descriptor pins stays (``""`` would mean the broader default
     credential; a different variant is refused by the credentials stage, see
-    ``variant_conflict``). ``hosts`` comes out as a list of names (``host_list``) or None.
+    ``variant_conflict``); any other value for a key it sets is refused before the call runs
+    (``pinned_conflict``: which of two values is narrower cannot be told, and a ``root`` of
+    ``"."`` would have widened a tool's workspace to the gateway's data folder). ``hosts``
+    comes out as a list of names (``host_list``) or None.
     """
     static = ctx.tool.config.constraints
     merged = dict(static)
@@ -60,12 +62,34 @@ def effective_constraints(ctx: CallContext) -> dict[str, Any]:
             continue
         if key == "hosts" and static.get("hosts") is not None:
             value = _common_hosts(static["hosts"], value)
-        if key == "credential_variant" and static.get(key):
+        elif key == "credential_variant":
+            if static.get(key):
+                continue
+        elif static.get(key) is not None:  # pinned: another value is refused (``pinned_conflict``)
             continue
         merged[key] = value
     if merged.get("hosts") is not None:
         merged["hosts"] = host_list(merged["hosts"])
     return merged
+
+
+def pinned_conflict(ctx: CallContext) -> str | None:
+    """Why the decision's constraints cannot be applied: it sets a key the descriptor pins (other
+    than ``hosts``, intersected, and ``credential_variant``, see ``variant_conflict``) to another
+    value; None when it does not."""
+    static = ctx.tool.config.constraints
+    for key, value in (getattr(ctx.decision, "constraints", None) or {}).items():
+        pinned = static.get(key)
+        if key in ("hosts", "credential_variant") or value is None or pinned is None or value == pinned:
+            continue
+        return (f"the decision sets constraints.{key} to {_short(value)}, but the tool pins {_short(pinned)}: policy "
+                "may set what a descriptor leaves open, never change what it pins")
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def host_list(value: Any) -> list[str]:
@@ -152,10 +176,14 @@ class ExecuteStage:
         self._retry, self._clock, self._sleep, self._rand = retry, clock, sleep, rand
 
     def egress_refusal(self, ctx: CallContext) -> Refused | None:
-        """``egress_denied`` for a call narrowed to hosts (by its effective constraints, or by its
-        credentials once resolved) whose executor cannot hold it to them (``confines_hosts``; an
-        executor that does not say cannot). The pipeline asks before it requests an approval, so
-        nobody is asked to approve a call that could not run, and ``admit`` asks again."""
+        """Why a call cannot run as decided: ``policy_invalid_decision`` when the decision changes
+        a constraint the descriptor pins (``pinned_conflict``); ``egress_denied`` when it is
+        narrowed to hosts (by its effective constraints, or by its credentials once resolved) and
+        its executor cannot hold it to them (``confines_hosts``; an executor that does not say
+        cannot). The pipeline asks before it requests an approval, so nobody is asked to approve a
+        call that could not run, and ``admit`` asks again."""
+        if (conflict := pinned_conflict(ctx)) is not None:
+            return Refused(Code.POLICY_INVALID_DECISION, (conflict,))
         tool = ctx.tool.config
         decided = getattr(ctx.decision, "constraints", None) or {}
         if (tool.constraints.get("hosts") is None and decided.get("hosts") is None

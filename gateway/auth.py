@@ -3,8 +3,10 @@
 Keys arrive as ``x-api-key: <key>`` or ``authorization: Bearer <key>`` and are looked up by
 their sha256 (the config stores only hashes). Every toolgate.v1 service is added to the server
 through ``AuthenticatedServer``, which wraps each method's handler once, at registration:
-an unknown or missing key is audited and aborted with UNAUTHENTICATED before the handler
-runs, and before the request message is decoded (a caller with no key gets no parser; bytes
+an unknown or missing key is audited and aborted with UNAUTHENTICATED when the call's headers
+arrive, before its request message is read (``KeyedFirst``: a caller with no key holds nothing
+open waiting for a message it never sends), and the handler checks again before it decodes the
+message (a caller with no key gets no parser; bytes
 that do not decode, from a caller with a key, are audited and refused INVALID_ARGUMENT);
 health and reflection, added to the server directly, stay open for probes. A handler that
 fails unexpectedly (a bug, a store that is gone) is audited too (``request``,
@@ -13,7 +15,9 @@ with the exception's text.
 
 Not a ``grpc.aio.ServerInterceptor``: an interceptor runs a coroutine and builds a new
 handler on every call (~18 µs per call measured); wrapping at registration does the same
-check for the cost of one extra frame. tests/e2e/test_auth_every_method.py calls every
+check for the cost of one extra frame, and the header-time check is one generic handler
+lookup (the services are added as generic handlers, not registered methods: within noise of
+them through the bench's allow path). tests/e2e/test_auth_every_method.py calls every
 method of every toolgate.v1 service in the proto without a key.
 
 Refusals are audited without letting a caller with no key grow the log at will
@@ -145,12 +149,16 @@ class AuthenticatedServer:
         self._refusals = refusals
 
     def add_generic_rpc_handlers(self, handlers: Iterable[grpc.GenericRpcHandler]) -> None:
-        self._server.add_generic_rpc_handlers(tuple(WrappedGeneric(h, self._wrap) for h in handlers))
+        self._server.add_generic_rpc_handlers(tuple(self._keyed(WrappedGeneric(h, self._wrap)) for h in handlers))
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
-        self._server.add_registered_method_handlers(
-            service, {name: self._wrap(h, f"/{service}/{name}") for name, h in handlers.items()}
-        )
+        """Added as a generic handler, not registered: gRPC looks a generic handler up when the
+        call's headers arrive, before its message is read (``KeyedFirst``)."""
+        wrapped = {f"/{service}/{name}": self._wrap(h, f"/{service}/{name}") for name, h in handlers.items()}
+        self._server.add_generic_rpc_handlers((self._keyed(_Methods(wrapped)),))
+
+    def _keyed(self, inner: grpc.GenericRpcHandler) -> KeyedFirst:
+        return KeyedFirst(inner, self._auth, self._refusals)
 
     def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         """The wrapped handler takes the request undecoded (no ``request_deserializer``): the
@@ -172,7 +180,7 @@ class AuthenticatedServer:
         identity = self._auth.authenticate(context.invocation_metadata())
         if identity is None:
             self._refusals.refused("authenticate", str(Code.UNAUTHENTICATED), context.peer(), method=method)
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown API key (send exactly one)")
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
         return identity  # type: ignore[return-value]
 
     async def _decode(self, context: grpc.aio.ServicerContext, method: str, identity: Identity,
@@ -235,6 +243,45 @@ class AuthenticatedServer:
                     current_identity.reset(token)
 
         return wrapper
+
+
+class _Methods(grpc.GenericRpcHandler):
+    """Method handlers by full method name."""
+
+    def __init__(self, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        self._handlers = handlers
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        return self._handlers.get(handler_call_details.method)
+
+
+class KeyedFirst(grpc.GenericRpcHandler):
+    """``inner``'s methods, for a caller whose metadata holds a known key; for any other caller
+    a handler that refuses at once (audited, UNAUTHENTICATED) and reads nothing.
+
+    A unary method's handler runs once its request message has arrived: a caller with no key
+    that never sends one held the call open for as long as it liked, unaudited, and thousands of
+    such calls held the server's memory. The lookup runs when the call's headers arrive."""
+
+    def __init__(self, inner: grpc.GenericRpcHandler, authenticator: Authenticator, refusals: RefusalAudit) -> None:
+        self._inner = inner
+        self._auth = authenticator
+        self._refusals = refusals
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        handler = self._inner.service(handler_call_details)
+        if handler is None or self._auth.authenticate(handler_call_details.invocation_metadata) is not None:
+            return handler
+        method = handler_call_details.method
+
+        async def refuse(requests: Any, context: grpc.aio.ServicerContext) -> None:
+            self._refusals.refused("authenticate", str(Code.UNAUTHENTICATED), context.peer(), method=method)
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
+
+        return grpc.stream_stream_rpc_method_handler(refuse)
+
+
+UNAUTHENTICATED_MESSAGE = "missing or unknown API key (send exactly one)"
 
 
 def audit_request(audit: AuditLog, context: grpc.aio.ServicerContext, method: str, identity: Identity | None,

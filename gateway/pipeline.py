@@ -215,7 +215,11 @@ class Pipeline:
 
     async def _execute(self, c: _Call) -> Observation:
         ctx = c.ctx
-        self._write(c, "authorized", Code.OK, anchor=False)  # write-ahead: in the log file before the side effect
+        try:
+            self._write(c, "authorized", Code.OK, anchor=False)  # write-ahead: in the log file before the side effect
+        except BaseException:
+            self.executor.release(ctx)  # nothing ran: the concurrency slot admit took goes back
+            raise
         c.executed = True
         result, duration_ms = await self.executor.run(ctx)
         observation = normalize(ctx, result, duration_ms, self.config.limits.max_observation_bytes)

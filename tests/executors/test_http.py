@@ -294,3 +294,16 @@ async def test_a_descriptor_header_cannot_ask_for_a_compressed_body(executor, ht
     assert (await executor.execute(make_request(tool))).ok
     assert server.seen[0].headers.get("accept-encoding") == "identity"
     assert server.seen[0].headers.get("x-a") == "1"
+
+
+async def test_a_credential_header_that_is_not_ascii_is_named_not_sent(executor, http_server, make_tool, make_request):
+    """A header value HTTP cannot carry (not ASCII) fails the call as a tool_error naming the
+    header, never the value, and nothing is sent; httpx raised UnicodeEncodeError (internal_error)."""
+    server = http_server()
+    tool = _tool(make_tool, server.base + "/", [f"127.0.0.1:{server.port}"])
+    secret = "tökén-1234567890"
+    creds = ResolvedCredentials(headers={"X-Api-Key": secret}, secret_values=frozenset({secret}))
+    result = await executor.execute(make_request(tool, credentials=creds))
+    assert not result.ok and result.error.type == "tool_error" and not result.error.retryable, result
+    assert "header 'X-Api-Key' holds characters an HTTP header cannot carry" in result.error.message
+    assert secret not in result.error.message and server.connections == 0

@@ -17,6 +17,7 @@ them back one step at a time).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -63,6 +64,8 @@ class _Call:
     steps: list[dict[str, Any]] = field(default_factory=list)
     """Audit steps not yet written."""
     executed: bool = False
+    finished_after_cancel: Observation | None = None
+    """What the tool gave when it ran on after the caller went away (``_execute``)."""
 
 
 class Pipeline:
@@ -107,6 +110,8 @@ class Pipeline:
             if isinstance(exc, Exception):
                 log.exception("pipeline_error", decision_id=c.ctx.decision_id)
             result = self._result(c.ctx, Refused(code, ("the gateway failed to process the call",)))
+            if c.finished_after_cancel is not None:  # the tool ran to its end: that is the outcome kept
+                result = self._result(c.ctx, c.finished_after_cancel)
             if isinstance(exc, Exception):
                 return result
             raise
@@ -221,6 +226,24 @@ class Pipeline:
             self.executor.release(ctx)  # nothing ran: the concurrency slot admit took goes back
             raise
         c.executed = True
+        # Once it has started, the tool runs to its end (or its own timeout) even if the caller goes
+        # away: its outcome is what is stored under the call's key, not "cancelled", which a retry
+        # would be told for a side effect that happened.
+        run = asyncio.ensure_future(self._run_tool(c))
+        cancelled = False
+        while not run.done():
+            try:
+                await asyncio.shield(run)
+            except asyncio.CancelledError:
+                cancelled = True
+        observation = run.result()
+        if cancelled:
+            c.finished_after_cancel = observation
+            raise asyncio.CancelledError
+        return observation
+
+    async def _run_tool(self, c: _Call) -> Observation:
+        ctx = c.ctx
         result, duration_ms = await self.executor.run(ctx)
         observation = normalize(ctx, result, duration_ms, self.config.limits.max_observation_bytes)
         self._audit(

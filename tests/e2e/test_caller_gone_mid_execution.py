@@ -1,0 +1,31 @@
+"""A caller that goes away (its deadline passes, it disconnects) after its tool has started does
+not stop the tool: it runs to its end (or its own timeout), and its real outcome is what is audited
+and stored under the call's key, so a retry hears what happened. ``cancelled`` was stored instead,
+and every retry was told so, for a side effect that had happened."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import grpc
+import pytest
+
+from gateway._proto.toolgate.v1 import gateway_pb2 as pb
+from tests.conftest import audit_records
+
+
+async def test_the_tool_finishes_and_a_retry_hears_its_outcome(gateway, client, config):
+    args = json.dumps({"seconds": 0.6})
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await client.stub.ExecuteTool(
+            pb.ToolCallRequest(
+                tool="sleep", args_json=args.encode(), idempotency_key="k-gone"),
+            metadata=client.metadata, timeout=0.2)
+    assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    await asyncio.sleep(1.0)  # the tool's 0.6 s, and the storing of its outcome
+    again = await client.call("sleep", args, idempotency_key="k-gone")
+    assert again.code == "ok" and again.replayed, again
+    assert json.loads(again.observation.data_json) == {"slept": 0.6}
+    first = [r for r in audit_records(config.audit_path) if r["stage"] == "result"][0]
+    assert (first["code"], first["executed"]) == ("ok", True), first

@@ -91,6 +91,8 @@ class Pipeline:
         self.executor = executor
         self.in_flight = Gauge(config.limits.max_concurrent_calls)
         """Calls in this process past authentication (``gateway.edge_limits``)."""
+        self.stopping = False
+        """Set when the server stops: a call cancelled then stops its tool (``_execute``)."""
 
     async def execute(self, identity: Identity, call: ToolCall) -> CallResult:
         c = _Call(CallContext(new_decision_id(), identity, call, time.monotonic()))
@@ -235,6 +237,9 @@ class Pipeline:
             try:
                 await asyncio.shield(run)
             except asyncio.CancelledError:
+                if self.stopping:  # the gateway is shutting down past its grace: the tool is stopped too
+                    run.cancel()
+                    raise
                 cancelled = True
         observation = run.result()
         if cancelled:

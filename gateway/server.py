@@ -133,6 +133,7 @@ async def serve(config: Config, address: str | None = None, *, ready=None, worke
     finally:
         if watcher:
             watcher.cancel()
+        app.pipeline.stopping = True  # past the grace, a call in flight stops its tool too
         await server.stop(grace=5)
         await app.close()
 

@@ -49,6 +49,7 @@ class RunningGateway:
     app: Any
 
     async def stop(self) -> None:
+        self.app.pipeline.stopping = True
         await self.server.stop(grace=1)
         await self.app.close()
 

@@ -29,3 +29,23 @@ async def test_the_tool_finishes_and_a_retry_hears_its_outcome(gateway, client, 
     assert json.loads(again.observation.data_json) == {"slept": 0.6}
     first = [r for r in audit_records(config.audit_path) if r["stage"] == "result"][0]
     assert (first["code"], first["executed"]) == ("ok", True), first
+
+
+async def test_a_gateway_stopping_still_stops_its_tools_past_the_grace(config):
+    """Shutting down is not a caller going away: past the server's grace a call in flight stops its
+    tool, is audited ``cancelled``, and the stop does not wait for the tool's own timeout."""
+    from gateway.testing import start_gateway
+    from tests.conftest import Client
+
+    running = await start_gateway(config)
+    client = Client(running.address)
+    call = asyncio.ensure_future(client.call("sleep", json.dumps({"seconds": 20})))
+    await asyncio.sleep(0.3)
+    started = asyncio.get_running_loop().time()
+    await running.stop()  # grace 1 s
+    assert asyncio.get_running_loop().time() - started < 10
+    with pytest.raises(grpc.aio.AioRpcError):
+        await call
+    await client.close()
+    result = [r for r in audit_records(config.audit_path) if r["stage"] == "result"][-1]
+    assert (result["code"], result["executed"]) == ("cancelled", True), result

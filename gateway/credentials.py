@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from contextlib import contextmanager, suppress
@@ -382,6 +383,7 @@ def credential_files(creds: ResolvedCredentials | None, parent: Path | None = No
         yield {}
         return
     folder = Path(tempfile.mkdtemp(prefix="toolgate-cred-", dir=parent))
+    top = os.path.realpath(folder)  # now, while it is surely the folder made here
     try:
         paths: dict[str, str] = {}
         for label, value in creds.files.items():
@@ -392,23 +394,43 @@ def credential_files(creds: ResolvedCredentials | None, parent: Path | None = No
             paths[label] = str(path)
         yield paths
     finally:
-        _remove(folder)
+        _remove(folder, top)
 
 
-def _remove(folder: Path) -> None:
+def _remove(folder: Path, top: str) -> None:
     """Remove ``folder`` and whatever the tool put in it (folders too, read-only ones included).
     What cannot be removed is logged, never raised: the call's result stands, and a secret left on
-    disk is for the operator to know of (``credential_files_not_removed``)."""
+    disk is for the operator to know of (``credential_files_not_removed``). ``top``: the folder's
+    real path when it was made (the tool may have put a link in its place since)."""
+
     def again(function: Any, path: str, *_: Any) -> None:
+        """Make room and remove ``path`` once more: its folder (never above ``folder``) and, for a
+        folder, itself writable and searchable (the tool may have made them read-only, even 000)."""
+        if function not in (os.unlink, os.remove, os.rmdir):  # a listing or an open: make it readable first
+            _writable(path, top)
+            return
+        parent = os.path.dirname(path)
+        if os.path.commonpath([top, os.path.realpath(parent)]) == top:
+            _writable(parent, top)
         with suppress(OSError):
-            os.chmod(os.path.dirname(path), 0o700)  # a folder the tool made read-only
             function(path)
 
-    with suppress(OSError):
-        os.chmod(folder, 0o700)
+    if not os.path.islink(folder):
+        _writable(str(folder), top)
     if sys.version_info >= (3, 12):
         shutil.rmtree(folder, onexc=again)  # never follows a link: one put in the folder's place is refused
     else:
         shutil.rmtree(folder, onerror=again)
     if os.path.lexists(folder):
+        shutil.rmtree(folder, ignore_errors=True)  # once more: folders made readable on the first pass
+    if os.path.lexists(folder):
         log.error("credential_files_not_removed", folder=str(folder))
+
+
+def _writable(path: str, top: str) -> None:
+    """``path`` made 0700 when it is a folder at or below ``top`` (not a link: a link's target may
+    be anywhere); nothing else is touched."""
+    with suppress(OSError):
+        info = os.lstat(path)
+        if stat.S_ISDIR(info.st_mode) and os.path.commonpath([top, os.path.realpath(path)]) == top:
+            os.chmod(path, 0o700)

@@ -5,7 +5,10 @@ folder it met (IsADirectoryError), leaving the credential file on disk and endin
 from __future__ import annotations
 
 import os
+import stat
 import sys
+
+import structlog
 
 from gateway.credentials import ResolvedCredentials, credential_files
 from gateway.executors.subprocess import SubprocessExecutor
@@ -44,3 +47,39 @@ async def test_a_tool_that_litters_its_credential_folder_still_gets_its_result(m
     assert result.ok, result
     folder = result.data["stdout"].strip()
     assert folder and not os.path.lexists(folder), f"{folder} left on disk"
+
+
+def test_a_folder_swapped_for_a_link_changes_nothing_outside_it(tmp_path):
+    """A tool that puts a link in its credential folder's place: nothing the link points to, and
+    not the folder's parent (the system's temp folder), has its mode changed; it is logged."""
+    parent, target = tmp_path / "tmp", tmp_path / "elsewhere"
+    parent.mkdir()
+    target.mkdir()
+    parent.chmod(0o1777)
+    target.chmod(0o755)
+    with structlog.testing.capture_logs() as logs:
+        with credential_files(_creds(), parent=parent) as paths:
+            folder = os.path.dirname(paths["kubeconfig"])
+            os.rename(folder, tmp_path / "moved")
+            os.symlink(target, folder)
+    assert stat.S_IMODE(parent.stat().st_mode) == 0o1777 and stat.S_IMODE(target.stat().st_mode) == 0o755
+    assert [e["event"] for e in logs] == ["credential_files_not_removed"]
+
+
+def test_a_folder_that_cannot_be_listed_is_made_listable_and_removed(monkeypatch):
+    """rmtree's handler is also called for a listing or an open that failed (a folder the tool made
+    000, as a user other than root meets it; the refusal injected): no exception, all removed.
+    The handler retried those calls as removals: os.open(path) raised TypeError out of the call."""
+    opened, refused = os.open, []
+
+    def once_refused(path, *args, **kwargs):
+        if os.path.basename(str(path)) == "sealed" and not refused:
+            refused.append(path)
+            raise PermissionError(13, "Permission denied", str(path))
+        return opened(path, *args, **kwargs)
+
+    with credential_files(_creds()) as paths:
+        folder = os.path.dirname(paths["kubeconfig"])
+        os.makedirs(os.path.join(folder, "sealed", "inner"))
+        monkeypatch.setattr(os, "open", once_refused)
+    assert refused and not os.path.lexists(folder)

@@ -66,7 +66,8 @@ class ToolPins:
     def __init__(self, classified: Mapping[str, Iterable[str]] | None = None) -> None:
         self._classified = {upstream: set(names) for upstream, names in (classified or {}).items()}
         self._baseline: dict[str, dict[str, str]] = {}
-        self._last: dict[str, dict[str, str]] = {}
+        self._last: dict[str, dict[str, tuple[str, str]]] = {}
+        """Per upstream, its last listing: name → (fingerprint, the name as a log may show it)."""
 
     def pinned(self, upstream: str) -> dict[str, str]:
         """The baselines of ``upstream``'s tools: name → fingerprint (a copy)."""
@@ -96,25 +97,40 @@ class ToolPins:
         return None
 
     def _log_changes(self, upstream: str, seen: dict[str, str], secrets: Iterable[str]) -> None:
-        last = self._last.get(upstream, seen)
-        if seen != last:
-            scrubber = Scrubber(secrets)
-            log.warning("mcp_upstream_tools_changed", upstream=upstream,
-                        added=_shown(seen.keys() - last.keys(), scrubber),
-                        removed=_shown(last.keys() - seen.keys(), scrubber),
-                        changed=_shown({k for k in seen.keys() & last.keys() if seen[k] != last[k]}, scrubber))
-        self._last[upstream] = seen
+        """Log what changed since the upstream's last listing. A name is kept as a log may show it
+        when it is first listed, scrubbed with the secrets of the call that listed it: a removed
+        name was listed under another call's secrets, which this call does not know."""
+        first, last = upstream not in self._last, self._last.get(upstream, {})
+        new = seen.keys() - last.keys()
+        scrubber = Scrubber(secrets) if new else None
+        self._last[upstream] = {
+            name: (fingerprint, _shown_name(name, scrubber) if scrubber and name in new else last[name][1])
+            for name, fingerprint in seen.items()
+        }
+        if first:
+            return
+        shown = self._last[upstream]
+        added = [shown[name][1] for name in new]
+        removed = [kept for name, (_, kept) in last.items() if name not in seen]
+        changed = [shown[name][1] for name in seen.keys() & last.keys() if last[name][0] != seen[name]]
+        if added or removed or changed:
+            log.warning("mcp_upstream_tools_changed", upstream=upstream, added=_listed(added),
+                        removed=_listed(removed), changed=_listed(changed))
 
 
 LOGGED_NAMES = 50
 """Names of a change logged at the most (the rest are counted)."""
 
 
-def _shown(names: Iterable[str], scrubber: Scrubber) -> list[str]:
-    """Tool names an upstream chose, as a log may hold them: scrubbed of the call's secrets (a
-    server can put one in a name), escaped, each cut to 64 characters, at most ``LOGGED_NAMES``."""
+def _shown_name(name: str, scrubber: Scrubber) -> str:
+    """A tool name an upstream chose, as a log may hold it: scrubbed of the listing call's secrets
+    (a server can put one in a name), escaped, cut to 64 characters."""
+    return escaped(scrubber.text(name)[0])
+
+
+def _listed(names: Iterable[str]) -> list[str]:
+    """``names`` (shown forms) sorted, at most ``LOGGED_NAMES`` of them, the rest counted."""
     ordered = sorted(names)
-    shown = [escaped(scrubber.text(name)[0]) for name in ordered[:LOGGED_NAMES]]
     if len(ordered) > LOGGED_NAMES:
-        shown.append(f"... and {len(ordered) - LOGGED_NAMES} more")
-    return shown
+        return [*ordered[:LOGGED_NAMES], f"... and {len(ordered) - LOGGED_NAMES} more"]
+    return ordered

@@ -68,3 +68,14 @@ async def test_a_real_upstream_naming_a_tool_after_its_credential_is_logged_scru
     changes = [e for e in logs if e["event"] == "mcp_upstream_tools_changed"]
     assert len(changes) == 1 and len(changes[0]["added"]) == 1, logs
     assert changes[0]["added"] == ["acct_[REDACTED]"] and SECRET not in repr(logs), changes
+
+
+def test_a_name_removed_later_is_shown_as_scrubbed_when_it_was_listed():
+    """A name listed under one call's secret and gone from a listing made under another call's
+    (which does not know that secret) is logged as it was scrubbed when first listed."""
+    pins = ToolPins()
+    with structlog.testing.capture_logs() as logs:
+        pins.check("notes", "add", _listing("add", f"leak_{SECRET}"), pin=False, max_tools=100, secrets={SECRET})
+        pins.check("notes", "add", _listing("add"), pin=False, max_tools=100, secrets=())
+    (change,) = [e for e in logs if e["event"] == "mcp_upstream_tools_changed"]
+    assert change["removed"] == ["leak_[REDACTED]"] and SECRET not in repr(logs), change

@@ -109,25 +109,38 @@ _PERCENT_HEX = re.compile(r"%[0-9A-F]{2}")
 def _json_forms(value: str) -> set[str]:
     """``value`` inside a JSON string as common encoders write it: escaped as Python and JavaScript
     do (and with non-ASCII as ``\\u`` escapes), ``/`` as ``\\/`` (PHP), HTML-sensitive characters as
-    ``\\u`` escapes (Go: ``<>&``; Gson: ``<>&='``; .NET's System.Text.Json: ``<>&'"+` `` and non-ASCII,
-    upper-case hex)."""
+    ``\\u`` escapes (Go: ``<>&``; Gson: ``<>&='``, both also U+2028/9; .NET: ``_dotnet``)."""
     plain = json.dumps(value, ensure_ascii=False)[1:-1]
     ascii_only = json.dumps(value)[1:-1]
-    dotnet = _UNICODE_ESCAPE.sub(lambda m: m.group().upper().replace("\\U", "\\u"), ascii_only)
     return {
         plain, ascii_only, ascii_only.replace("/", "\\/"),
-        _escaped(plain, "<>&\u2028\u2029"), _escaped(plain, "<>&='"),
-        _escaped(dotnet.replace('\\"', '"'), "<>&'\"+`", upper=True),
+        _escaped(plain, "<>&\u2028\u2029"), _escaped(plain, "<>&='\u2028\u2029"), _dotnet(value),
     }
 
 
-_UNICODE_ESCAPE = re.compile(r"\\u[0-9a-f]{4}")
+_DOTNET_SHORT = {"\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
 
 
-def _escaped(text: str, chars: str, *, upper: bool = False) -> str:
-    """``text`` with each of ``chars`` written as a ``\\u`` escape."""
+def _dotnet(value: str) -> str:
+    """``value`` as .NET's System.Text.Json writes it in a string: ``\\`` and the short control
+    escapes, every other control character, non-ASCII character (UTF-16 units) and ``<>&'"+` ``
+    as ``\\uXXXX`` with upper-case hex."""
+    out = []
+    for char in value:
+        if char in _DOTNET_SHORT:
+            out.append(_DOTNET_SHORT[char])
+        elif char < " " or char > "\x7f" or char in "<>&'\"+`":
+            units = char.encode("utf-16-be", "surrogatepass")
+            out.extend("\\u%02X%02X" % (units[i], units[i + 1]) for i in range(0, len(units), 2))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _escaped(text: str, chars: str) -> str:
+    """``text`` with each of ``chars`` written as a ``\\u`` escape (lower-case hex)."""
     for char in chars:
-        text = text.replace(char, ("\\u%04X" if upper else "\\u%04x") % ord(char))
+        text = text.replace(char, "\\u%04x" % ord(char))
     return text
 
 

@@ -40,3 +40,10 @@ def test_a_secret_as_a_library_writes_it_is_redacted(style):
 def test_a_secret_with_a_backslash_and_a_quote_is_redacted(written):
     clean, count = Scrubber(['a\\"b=c']).text(f"token={written};")
     assert (clean, count) == (f"token={REDACTED};", 1), clean
+
+
+def test_a_secret_holding_a_literal_backslash_u_in_the_dotnet_form():
+    """.NET writes a literal ``\\u00ff`` in a secret as ``\\\\u00ff`` (the backslash escaped, the
+    hex as it was): the form is built per character, not by upper-casing every escape-like text."""
+    clean, count = Scrubber(["K\\u00ff+9"]).text(r"token=K\\u00ff\u002B9;")
+    assert (clean, count) == (f"token={REDACTED};", 1), clean

@@ -110,7 +110,11 @@ class _ChainedFile:
         self._head = path.with_name(path.name + ".head")
         # Kept open and overwritten in place with one fixed-width pwrite (JSON padded with
         # spaces): a tmp file + rename per call cost ~0.3 ms, half the allow path's CPU.
-        self._head_fd = os.open(self._head, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o644)  # a FIFO: fails, never waits
+        try:
+            self._head_fd = os.open(self._head, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o644)  # a FIFO: fails, never waits
+        except OSError:
+            self._file.close()
+            raise
         if not stat.S_ISREG(os.fstat(self._head_fd).st_mode):
             os.close(self._head_fd)
             self._file.close()

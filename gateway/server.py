@@ -166,13 +166,17 @@ async def _watch_policy(app: GatewayApp, interval: float = 2.0, settle: float = 
 
 def bundle_stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:
     """(path, mtime, size) of each regular file under ``folder``, sorted; a file that is gone
-    (or cannot be read) by the time it is looked at is left out."""
+    (or cannot be read) by the time it is looked at is left out, and a folder gone while it was
+    walked marks the stamp as partial."""
     found = []
-    for path in folder.rglob("*"):
-        try:
-            info = path.stat()
-        except OSError:
-            continue
-        if stat.S_ISREG(info.st_mode):
-            found.append((str(path), info.st_mtime_ns, info.st_size))
+    try:
+        for path in folder.rglob("*"):
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                found.append((str(path), info.st_mtime_ns, info.st_size))
+    except OSError:  # a folder gone while it was walked (a deploy swapping versions): look again later
+        found.append(("", -1, -1))  # a stamp no whole look gives: the next one differs from it
     return tuple(sorted(found))

@@ -77,10 +77,10 @@ from policies import _strict_json as strict_json
 from policies._http import Endpoint, Http11Pool, TransportError, refuse_url_extras
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""A larger answer from OPA is an error (``policy_unavailable``), over either transport."""
 _DECISION_ID = re.compile(r"[\x21-\x7e]{1,128}")
 """What of OPA's ``decision_id`` is kept (it is audited): printable ASCII, at most 128 characters
 (OPA writes a UUID); anything else is dropped, the decision itself standing."""
-"""A larger answer from OPA is an error (``policy_unavailable``), over either transport."""
 
 _PATH = re.compile(r"^data(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")  # \Z: "$" would let a final "\n" into the URL
 

@@ -78,3 +78,21 @@ async def test_a_bundle_still_being_written_is_loaded_once_it_settles(tmp_path):
             await watcher
         await running.stop()
     assert [r["code"] for r in audit_records(cfg.audit_path) if r["stage"] == "policy_reload"] == ["ok"]
+
+
+def test_a_folder_gone_while_it_is_walked_marks_the_stamp_and_raises_nothing(tmp_path, monkeypatch):
+    """A subfolder removed while the bundle is walked (a deploy swapping ``..data`` versions; the
+    walk's error injected): no exception (the first look ran outside the watcher's guard, so it
+    ended the watcher before it began), and a stamp no whole look gives, so the next one reloads."""
+    from gateway.server import bundle_stamp
+
+    (tmp_path / "policy.rego").write_text(ALLOW)
+    whole = bundle_stamp(tmp_path)
+
+    def walk_cut_short(self, pattern):
+        yield tmp_path / "policy.rego"
+        raise FileNotFoundError(2, "No such file or directory", str(tmp_path / "..2026_old"))
+
+    monkeypatch.setattr(Path, "rglob", walk_cut_short)
+    partial = bundle_stamp(tmp_path)
+    assert partial != whole and partial[0] == ("", -1, -1), partial

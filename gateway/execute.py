@@ -175,7 +175,7 @@ class ExecuteStage:
         """Waits for work calls left running; each gives back its call's slot when it ends."""
         self._retry, self._clock, self._sleep, self._rand = retry, clock, sleep, rand
 
-    def egress_refusal(self, ctx: CallContext) -> Refused | None:
+    def cannot_run(self, ctx: CallContext) -> Refused | None:
         """Why a call cannot run as decided: ``policy_invalid_decision`` when the decision changes
         a constraint the descriptor pins (``pinned_conflict``); ``egress_denied`` when it is
         narrowed to hosts (by its effective constraints, or by its credentials once resolved) and
@@ -198,9 +198,9 @@ class ExecuteStage:
         return Refused(Code.EGRESS_DENIED, (unconfined_message(process_name(tool)),))
 
     async def admit(self, ctx: CallContext) -> Refused | None:
-        """Refuse a call its executor cannot confine (``egress_refusal``); else take a rate-limit
+        """Refuse a call that cannot run as decided (``cannot_run``); else take a rate-limit
         token and a concurrency slot for it, or refuse."""
-        if (refused := self.egress_refusal(ctx)) is not None:
+        if (refused := self.cannot_run(ctx)) is not None:
             return refused
         tool = ctx.tool.config
         if self._rate is not None:

@@ -213,9 +213,9 @@ class Pipeline:
             return EvidenceRequired(tuple(d.evidence), tuple(d.reasons))
         if ctx.approval is not None:  # approved, yet the policy still wants more (e.g. quorum 2)
             return Refused(Code.INVALID_APPROVAL, ("the approval does not satisfy the policy",))
-        if (unconfined := self.executor.egress_refusal(ctx)) is not None:  # never ask to approve what cannot run
-            self._audit(c, "approval", unconfined.code)
-            return unconfined
+        if (unrunnable := self.executor.cannot_run(ctx)) is not None:  # never ask to approve what cannot run
+            self._audit(c, "approval", unrunnable.code)
+            return unrunnable
         outcome = await self.approvals.request(ctx)
         self._audit(c, "approval", outcome.code, approval_id=getattr(outcome, "approval_id", ""))
         return outcome

@@ -101,7 +101,7 @@ def unconfined_egress(request: ExecRequest) -> ExecResult | None:
     """``egress_denied`` for a call whose egress is narrowed to hosts (``constraints.hosts``, the
     descriptor's and the policy's, or its credentials' hosts) from an executor that starts a process,
     which cannot be held to them; None when the call names no hosts. The executors' own backstop to
-    ``ExecuteStage.egress_refusal``, which refuses such a call before it is admitted: a narrowing
+    ``ExecuteStage.cannot_run``, which refuses such a call before it is admitted: a narrowing
     that cannot be enforced is refused, never ignored."""
     if request.constraints.get("hosts") is None and getattr(request.credentials, "hosts", None) is None:
         return None

@@ -31,6 +31,7 @@ from gateway.executors.base import (
     ExecResult,
     ExecutorRegistry,
     holds_to_hosts,
+    honours_constraints,
     process_name,
     unconfined_message,
 )
@@ -85,6 +86,26 @@ def pinned_conflict(ctx: CallContext) -> str | None:
         return (f"the decision sets constraints.{key} to {_short(value)}, but the tool pins {_short(pinned)}: policy "
                 "may set what a descriptor leaves open, never change what it pins")
     return None
+
+
+def _unenforced_key(ctx: CallContext, executors: ExecutorRegistry) -> str | None:
+    """A key the decision sets (to a value, beyond what the descriptor pins) that nothing would
+    enforce: not ``hosts`` or ``credential_variant`` (the gateway's own), and the tool's executor
+    does not honour every key (``honours_constraints``); None when there is none."""
+    static = ctx.tool.config.constraints
+    for key, value in (getattr(ctx.decision, "constraints", None) or {}).items():
+        if key in _GATEWAY_KEYS or value is None or static.get(key) is not None:
+            continue
+        try:
+            executor = executors.for_tool(ctx.tool.config)
+        except LookupError:  # no executor of its kind here: nothing honours it either
+            return key
+        return None if honours_constraints(executor, ctx.tool.config) else key
+    return None
+
+
+_GATEWAY_KEYS = frozenset({"hosts", "credential_variant"})
+"""Constraint keys the gateway enforces itself, whatever runs the tool."""
 
 
 def _short(value: Any) -> str:
@@ -177,7 +198,8 @@ class ExecuteStage:
 
     def cannot_run(self, ctx: CallContext) -> Refused | None:
         """Why a call cannot run as decided: ``policy_invalid_decision`` when the decision changes
-        a constraint the descriptor pins (``pinned_conflict``); ``egress_denied`` when it is
+        a constraint the descriptor pins (``pinned_conflict``) or sets one that nothing would
+        enforce (``_unenforced_key``); ``egress_denied`` when it is
         narrowed to hosts (by its effective constraints, or by its credentials once resolved) and
         its executor cannot hold it to them (``confines_hosts``; an executor that does not say
         cannot). The pipeline asks before it requests an approval, so nobody is asked to approve a
@@ -186,6 +208,12 @@ class ExecuteStage:
             return Refused(Code.POLICY_INVALID_DECISION, (conflict,))
         tool = ctx.tool.config
         decided = getattr(ctx.decision, "constraints", None) or {}
+        if (key := _unenforced_key(ctx, self._executors)) is not None:
+            return Refused(Code.POLICY_INVALID_DECISION, (
+                f"the decision sets constraints.{key}, which {tool.name} leaves open and its {tool.executor.kind} "
+                "executor does not enforce: a narrowing that cannot be enforced is refused, never ignored (the "
+                "gateway enforces hosts and credential_variant for every tool; a python tool is handed every "
+                "key to honour)",))
         if (tool.constraints.get("hosts") is None and decided.get("hosts") is None
                 and getattr(ctx.credentials, "hosts", None) is None):
             return None

@@ -133,6 +133,20 @@ class Executor(Protocol):
         executor without this method cannot (``holds_to_hosts``): its narrowed calls are refused."""
         ...
 
+    def honours_constraints(self, tool: ToolConfig) -> bool:
+        """Whether ``tool`` honours every constraint key it is handed (beyond ``hosts`` and
+        ``credential_variant``, which the gateway enforces itself). An executor without this
+        method does not (``honours_constraints``): a decision setting another key is refused."""
+        ...
+
+
+def honours_constraints(executor: object, tool: ToolConfig) -> bool:
+    """``executor.honours_constraints(tool)``: whether the tool is handed its effective
+    constraints and trusted to honour every key of them (a python tool, gateway code); False for
+    an executor that does not say (fail closed: a key nothing enforces is refused, not ignored)."""
+    honours = getattr(executor, "honours_constraints", None)
+    return bool(honours(tool)) if callable(honours) else False
+
 
 def holds_to_hosts(executor: object, tool: ToolConfig) -> bool:
     """``executor.confines_hosts(tool)``; False for an executor that does not say (fail closed)."""

@@ -45,6 +45,12 @@ class PythonExecutor:
         ``context.constraints`` (the README says so to whoever writes one)."""
         return True
 
+    @staticmethod
+    def honours_constraints(tool: Any) -> bool:
+        """A python tool receives the effective constraints as ``context.constraints`` and is
+        trusted to honour every key of them (the README says so too)."""
+        return True
+
     def __init__(self, *, max_threads: int = DEFAULT_MAX_THREADS, threads_per_tenant: int | None = None) -> None:
         share = min(DEFAULT_THREADS_PER_TENANT, max_threads) if threads_per_tenant is None else threads_per_tenant
         if not 1 <= share <= max_threads:

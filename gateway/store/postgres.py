@@ -6,6 +6,11 @@ Same protocol and semantics as the SQLite store (``gateway.store.base``):
   replica, gets ``claimed``; the others read the existing row.
 - ``complete`` / ``release``: compare-and-set on ``status = 'running'``, so a finished claim
   is never overwritten or dropped.
+- A caller cancelled while PostgreSQL answers (its client went away) may never hear that a
+  statement committed. So claim writes run to their end whatever happens to the caller
+  (``_to_the_end``), and a claim taken for a caller that is gone is given back (``_give_back``):
+  left ``running`` by nobody, it kept every retry under its key waiting, then told
+  ``outcome_unknown`` for a tool that never ran.
 - ``take_tokens``: one transaction that locks every bucket row (in key order, so two
   replicas cannot deadlock), then takes a token from each or from none.
 - ``transition_approval``: one transaction that locks the row while it is ``from_status``,
@@ -108,10 +113,34 @@ class PostgresStore:
         )
         self._opened = False
         self._open_lock = asyncio.Lock()
+        self._unfinished: set[asyncio.Future[Any]] = set()
+        """Claim writes whose caller went away, run to their end (``close`` waits for them)."""
 
     # -- claims ---------------------------------------------------------------------------
 
     async def claim(self, scope: str, key: str, args_hash: str, now: float) -> Claim:
+        taking = self._to_the_end(self._claim(scope, key, args_hash, now))
+        try:
+            return await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            taking.add_done_callback(lambda done: self._give_back(done, scope, key))
+            raise
+
+    def _give_back(self, taking: asyncio.Future[Claim], scope: str, key: str) -> None:
+        """Release the claim ``taking`` took for a caller that went away (nobody holds it)."""
+        if taking.cancelled() or taking.exception() is not None or taking.result().status != ClaimStatus.CLAIMED:
+            return
+        log.info("claim_given_back", scope=scope[:64], reason="its caller went away before hearing it was taken")
+        self._to_the_end(self._release(scope, key))
+
+    def _to_the_end(self, write: Any) -> asyncio.Future[Any]:
+        """``write`` as a task that runs to its end even if the caller awaiting it is cancelled."""
+        task = asyncio.ensure_future(write)
+        self._unfinished.add(task)
+        task.add_done_callback(self._unfinished.discard)
+        return task
+
+    async def _claim(self, scope: str, key: str, args_hash: str, now: float) -> Claim:
         async with self._connection() as conn:
             for _ in range(_CLAIM_RETRIES):
                 inserted = await (await conn.execute(
@@ -131,6 +160,9 @@ class PostgresStore:
             return await self._select_claim(conn, scope, key)
 
     async def complete(self, scope: str, key: str, outcome_json: str, now: float) -> None:
+        await asyncio.shield(self._to_the_end(self._complete(scope, key, outcome_json, now)))
+
+    async def _complete(self, scope: str, key: str, outcome_json: str, now: float) -> None:
         async with self._connection() as conn:
             await conn.execute(
                 "UPDATE claims SET status = 'done', outcome = %s, finished = %s "
@@ -139,6 +171,9 @@ class PostgresStore:
             )
 
     async def release(self, scope: str, key: str) -> None:
+        await asyncio.shield(self._to_the_end(self._release(scope, key)))
+
+    async def _release(self, scope: str, key: str) -> None:
         async with self._connection() as conn:
             await conn.execute(
                 "DELETE FROM claims WHERE scope = %s AND key = %s AND status = 'running'", (scope, key)
@@ -306,6 +341,8 @@ class PostgresStore:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def close(self) -> None:
+        if self._unfinished:  # claim writes for callers that went away: let them land first
+            await asyncio.wait(set(self._unfinished), timeout=self._pool.timeout)
         if self._opened:
             await self._pool.close()
             self._opened = False

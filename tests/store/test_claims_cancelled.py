@@ -1,0 +1,103 @@
+"""A claim whose caller goes away while the store answers is not left ``running``: PostgreSQL
+may commit the claim's INSERT after the caller's task was cancelled (the caller never hears it),
+and a claim nobody holds kept every retry under the key waiting, then told ``outcome_unknown``
+for a tool that never ran. The store gives such a claim back once it lands."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import psycopg
+import pytest
+
+from gateway.store.base import ClaimStatus
+from gateway.store.postgres import PostgresStore
+
+SCOPE = "idem:acme:t"
+
+
+async def _gone(store, scope, key):
+    """Whether the claim under ``key`` is gone within a few seconds."""
+    for _ in range(100):
+        if await store.get_claim(scope, key) is None:
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+@pytest.mark.postgres
+async def test_a_claim_cancelled_while_postgres_is_blocked_is_given_back(pg_dsn):
+    store = PostgresStore(pg_dsn)
+    blocker = await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True)
+    try:
+        await store.release(SCOPE, "warm")  # opens the pool and makes the schema
+        await blocker.execute("BEGIN")
+        await blocker.execute("LOCK TABLE claims IN ACCESS EXCLUSIVE MODE")
+        task = asyncio.ensure_future(store.claim(SCOPE, "k", "sha256:a", time.time()))
+        await asyncio.sleep(0.5)  # the INSERT waits on the lock, in the server
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await blocker.execute("COMMIT")  # the INSERT goes on, if the server still has it
+        assert await _gone(store, SCOPE, "k")
+        again = await store.claim(SCOPE, "k", "sha256:a", time.time())
+        assert again.status == ClaimStatus.CLAIMED
+    finally:
+        await blocker.close()
+        await store.close()
+
+
+@pytest.mark.postgres
+async def test_a_claim_cancelled_after_postgres_committed_it_is_given_back(pg_dsn):
+    """The INSERT committed, and the caller is cancelled before the answer reaches it (here: while
+    the pool takes the connection back, slowed so the cancel lands there)."""
+    store = PostgresStore(pg_dsn)
+    try:
+        await store.release(SCOPE, "warm")
+        returned = store._pool.putconn
+        slow = asyncio.Event()
+
+        async def slow_putconn(conn):
+            if slow.is_set():
+                await asyncio.sleep(0.5)
+            await returned(conn)
+
+        store._pool.putconn = slow_putconn
+        slow.set()
+        task = asyncio.ensure_future(store.claim(SCOPE, "k", "sha256:a", time.time()))
+        await asyncio.sleep(0.2)
+        slow.clear()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await _gone(store, SCOPE, "k")
+    finally:
+        await store.close()
+
+
+@pytest.mark.postgres
+async def test_an_outcome_whose_caller_goes_away_while_it_is_stored_is_stored(pg_dsn):
+    """Completing a claim runs to its end: left ``running``, the tool's real outcome was lost
+    and a retry under the key was told ``outcome_unknown``."""
+    store = PostgresStore(pg_dsn)
+    blocker = await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True)
+    try:
+        assert (await store.claim(SCOPE, "k", "sha256:a", time.time())).status == ClaimStatus.CLAIMED
+        await blocker.execute("BEGIN")
+        await blocker.execute("LOCK TABLE claims IN ACCESS EXCLUSIVE MODE")
+        task = asyncio.ensure_future(store.complete(SCOPE, "k", '{"code": "ok"}', time.time()))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await blocker.execute("COMMIT")
+        for _ in range(100):
+            claim = await store.get_claim(SCOPE, "k")
+            if claim.status == ClaimStatus.DONE:
+                break
+            await asyncio.sleep(0.05)
+        assert claim.status == ClaimStatus.DONE and claim.outcome_json == '{"code": "ok"}'
+    finally:
+        await blocker.close()
+        await store.close()

@@ -16,7 +16,7 @@ plus the tail of the tool's (scrubbed) stderr so an agent can see why it failed.
 code comes from the error type (``timeout`` → ``tool_timeout``, ``egress_denied``, otherwise
 ``tool_error``). Data nested deeper than the arguments' limit is kept as its JSON text.
 
-Data is made JSON before all this (``_jsonable``): a mapping key that is not text becomes text, and
+Data is made JSON before all this (``gateway.jsonable``): a mapping key that is not text becomes text, and
 where that text equals another key of the same mapping it gets the first free ``#n`` suffix (n = 2,
 3, ...; ``scrub.distinct_keys``), so no value is lost: ``{1: "x", "1": "y"}`` gives
 ``{"1#2": "x", "1": "y"}``. A key that was text keeps its name; the suffix comes before scrubbing
@@ -29,12 +29,12 @@ import dataclasses
 import json
 from typing import Any
 
-from gateway.arguments import MAX_DEPTH
 from gateway.codes import Code
 from gateway.executors.base import ExecResult
 from gateway.injection import injection_flags
+from gateway.jsonable import jsonable, utf8_text
 from gateway.models import CallContext, ErrorInfo, Observation, Provenance
-from gateway.scrub import Scrubber, bytes_to_text, distinct_keys
+from gateway.scrub import Scrubber
 
 SUMMARY_CHARS = 200
 STDERR_TAIL_CHARS = 2000
@@ -82,7 +82,7 @@ def normalize(ctx: CallContext, result: ExecResult, duration_ms: int, max_bytes:
 def scrub_result(result: ExecResult, secrets: Any) -> _Clean:
     """Data, stderr and error message with secrets removed, and how many were removed."""
     scrubber = Scrubber(secrets or ())
-    data, n_data = scrubber.data(_jsonable(result.data))
+    data, n_data = scrubber.data(jsonable(result.data))
     stderr, n_err = scrubber.text(utf8_text(result.stderr or ""))
     error, n_msg = result.error, 0
     if error is not None:
@@ -93,24 +93,6 @@ def scrub_result(result: ExecResult, secrets: Any) -> _Clean:
     return _Clean(data, stderr, error, n_data + n_err + n_msg)
 
 
-def utf8_text(text: str) -> str:
-    """``text`` with each lone surrogate (text that is no Unicode: a Python tool's string or
-    exception, an MCP upstream's ``\\ud800`` escape) written as that escape, six characters: the
-    observation, the stored outcome and the audit record can then all hold it (UTF-8 cannot), and
-    hold the same text. Done before the scrubber reads it, so it sees the text that is sent."""
-    if text.isascii() or _encodes(text):
-        return text
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _provenance(ctx: CallContext) -> Provenance:
     return Provenance(
         tool=ctx.tool.name,
@@ -119,116 +101,6 @@ def _provenance(ctx: CallContext) -> Provenance:
         decision_id=ctx.decision_id,
         approval_id=getattr(ctx.approval, "approval_id", "") if ctx.approval else "",
     )
-
-
-def _jsonable(data: Any) -> Any:
-    """Plain JSON values only, so the scrubber sees every string as the text it holds.
-
-    Data that is plain already (the usual case) is used as it is: the scrubber copies it anyway.
-    Otherwise a copy: bytes (values and keys) as the text they hold (``bytes_to_text``), text with
-    lone surrogates as ``utf8_text`` writes it, tuples and
-    sets as lists, other keys and objects as their ``str``; a key whose text another key of its
-    mapping has too is suffixed (``_mapping``), so no value is lost. Never a ``repr`` of the whole:
-    in it a byte string is written as escapes that no form of a secret matches. Data nested deeper
-    than ``MAX_DEPTH`` becomes its JSON text (one string: walking it could exhaust the stack), in
-    which keys that collide are all written, as JSON allows."""
-    if _plain(data, 0):
-        return data
-    try:
-        return _copy(data, 0)
-    except _TooDeep:
-        try:
-            return json.dumps(data, default=_text_of)
-        except (TypeError, ValueError, RecursionError):  # a key JSON cannot write, or a cycle
-            return f"<{type(data).__name__} nested deeper than {MAX_DEPTH}>"
-
-
-class _TooDeep(Exception):
-    pass
-
-
-def _copy(value: Any, depth: int) -> Any:
-    if type(value) is str:
-        return utf8_text(value)
-    if type(value) in _SCALARS:
-        return value if type(value) is not int or value.bit_length() <= _LONG_INT_BITS else _long_int(value)
-    if isinstance(value, (bytes, bytearray)):
-        return bytes_to_text(bytes(value))
-    if depth > MAX_DEPTH:
-        raise _TooDeep
-    if isinstance(value, dict):
-        return _mapping(value, depth)
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_copy(v, depth + 1) for v in value]
-    return _text_of(value)
-
-
-def _mapping(value: dict[Any, Any], depth: int) -> dict[str, Any]:
-    """``value`` with text keys (``_key``), every value kept: a converted key whose text another key
-    has too gets a ``#n`` suffix (``distinct_keys``; a ``str`` key keeps its name)."""
-    items = list(value.items())
-    texts = [_key(k, depth) for k, _ in items]
-    keys = distinct_keys(texts, [type(k) is not str or text != k for text, (k, _) in zip(texts, items)])
-    return {key: _copy(item, depth + 1) for key, (_, item) in zip(keys, items)}
-
-
-def _key(key: Any, depth: int) -> str:
-    """A mapping key as text: JSON's own form for a scalar (``1``, ``true``, ``null``, ``NaN``), a
-    tuple's JSON text (``["a", 2]``), else ``_text_of``."""
-    if isinstance(key, str):
-        return utf8_text(str.__str__(key))  # the text itself, whatever a str subclass's __str__ says
-    try:
-        if type(key) in _SCALARS:
-            return json.dumps(key)
-        if isinstance(key, (tuple, frozenset)):
-            return json.dumps(_copy(key, depth + 1), ensure_ascii=False)
-    except ValueError:  # an int too long to write in decimal
-        pass
-    return _text_of(key)
-
-
-def _text_of(value: Any) -> str:
-    """What a value with no JSON form is shown as: bytes as the text they hold (``bytes_to_text``)."""
-    if isinstance(value, (bytes, bytearray)):
-        return bytes_to_text(bytes(value))
-    try:
-        return utf8_text(str.__str__(str(value)))  # exact text: str() passes on a str subclass __str__ returns
-    except Exception:  # noqa: BLE001 - a tool's object whose __str__ fails
-        return f"<{type(value).__name__} that cannot be shown>"
-
-
-_SCALARS = (str, int, float, bool, type(None))
-
-_LONG_INT_BITS = 2_000
-"""Ints longer than this may be past what Python writes in decimal (``sys.get_int_max_str_digits``:
-4,300 digits by default, at least 640 ~ 2,126 bits when set lower): ``_long_int`` checks them."""
-
-
-def _long_int(value: int) -> int | str:
-    """A long int as it is if it can be written as JSON, else a text saying what it was: JSON
-    encoding would raise at every later step (capping, the response, the stored outcome)."""
-    try:
-        str(value)
-    except ValueError:
-        return f"<int of {value.bit_length()} bits that cannot be shown>"
-    return value
-
-
-def _plain(value: Any, depth: int) -> bool:
-    """Only dicts with string keys, lists and JSON scalars (exact types), at most ``MAX_DEPTH`` deep
-    (the arguments' limit)."""
-    kind = type(value)
-    if kind is str:
-        return value.isascii() or _encodes(value)
-    if kind in _SCALARS:
-        return kind is not int or value.bit_length() <= _LONG_INT_BITS
-    if depth > MAX_DEPTH:
-        return False
-    if kind is dict:
-        return all(type(k) is str and (k.isascii() or _encodes(k)) and _plain(v, depth + 1) for k, v in value.items())
-    if kind is list:
-        return all(_plain(v, depth + 1) for v in value)
-    return False
 
 
 def data_json(data: Any) -> bytes:

@@ -220,7 +220,7 @@ class Scrubber:
     def data(self, value: Any) -> tuple[Any, int]:
         """A copy of JSON data with every string (keys and values) scrubbed, and the number of replacements.
 
-        ``value`` must be JSON data as ``normalize._jsonable`` makes of a tool's result (its only
+        ``value`` must be JSON data as ``gateway.jsonable`` makes of a tool's result (its only
         caller): dicts with ``str`` keys, lists, ``str``, ``int``, ``float``, ``bool``, ``None``.
         Anything else (a tuple, bytes, a key that is not text) raises ``TypeError``: passed through
         unread, it could carry a secret out."""

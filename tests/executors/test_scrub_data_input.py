@@ -1,4 +1,4 @@
-"""``Scrubber.data`` takes JSON data only, as ``normalize._jsonable`` makes of a tool's result.
+"""``Scrubber.data`` takes JSON data only, as ``gateway.jsonable`` makes of a tool's result.
 
 Its one caller (``normalize.scrub_result``) never gives it a tuple, bytes or a key that is not text,
 so the branches that read those are gone. Anything else now raises ``TypeError`` instead of passing
@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.executors.base import ExecResult
-from gateway.normalize import _jsonable, scrub_result
+from gateway.jsonable import jsonable
+from gateway.normalize import scrub_result
 from gateway.scrub import REDACTED, Scrubber
 
 SECRET = "s3cr3t-value-42"
@@ -39,7 +40,7 @@ def test_anything_but_json_data_is_refused_not_passed_through(value):
     object(),
 ], ids=["tuple", "bytes", "nested_tuple", "bytes_key", "int_key", "tuple_key", "set", "object"])
 def test_the_observation_path_gives_the_scrubber_json_data_it_takes(value):
-    Scrubber([SECRET]).data(_jsonable(value))  # no TypeError
+    Scrubber([SECRET]).data(jsonable(value))  # no TypeError
     clean = scrub_result(ExecResult(ok=True, data=value), {SECRET})
     assert SECRET not in repr(clean.data)
 

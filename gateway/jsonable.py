@@ -9,10 +9,11 @@ first free ``#n`` suffix (``scrub.distinct_keys``), so no value is lost. Text th
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from gateway.arguments import MAX_DEPTH
-from gateway.scrub import bytes_to_text, distinct_keys
+from gateway.scrub import Scrubber, bytes_to_text, distinct_keys
 
 
 def utf8_text(text: str) -> str:
@@ -33,7 +34,43 @@ def _encodes(text: str) -> bool:
     return True
 
 
-def jsonable(data: Any) -> Any:
+class Keep:
+    """How much of a result's data to keep: room for at least ``chars`` characters of its JSON.
+
+    An observation shows at most its cap of a result's data, so a result far larger is not
+    converted, scrubbed and scanned whole only for all but that part to be dropped (16 MiB of
+    output held the event loop, and every other call, for seconds). What is kept reaches past the
+    cap by the scrubber's margin, and a string cut short is cut where it splits no secret
+    (``Scrubber.cut``), so what the observation shows is scrubbed as if nothing had been cut.
+    ``cut`` says whether anything was left out (the observation is then ``truncated``)."""
+
+    __slots__ = ("left", "cut", "_scrubber")
+
+    def __init__(self, chars: int, scrubber: Scrubber | None = None) -> None:
+        self.left = chars
+        self.cut = False
+        self._scrubber = scrubber
+
+    def spent(self) -> bool:
+        """Whether nothing more is kept (what is left of a list or mapping is then dropped)."""
+        if self.left > 0:
+            return False
+        self.cut = True
+        return True
+
+    def text(self, value: str) -> str:
+        """``value`` as ``utf8_text`` writes it; its start only when it is longer than the room left."""
+        if len(value) <= self.left or self._scrubber is None:
+            value = utf8_text(value)
+            self.left -= len(value)
+            return value
+        self.cut = True
+        room = max(self.left, 0)
+        self.left = 0
+        return self._scrubber.cut(utf8_text(value[:room + self._scrubber.margin()]), room)
+
+
+def jsonable(data: Any, keep: Keep | None = None) -> Any:
     """Plain JSON values only, so the scrubber sees every string as the text it holds.
 
     Data that is plain already (the usual case) is used as it is: the scrubber copies it anyway.
@@ -43,14 +80,20 @@ def jsonable(data: Any) -> Any:
     mapping has too is suffixed (``_mapping``), so no value is lost. Never a ``repr`` of the whole:
     in it a byte string is written as escapes that no form of a secret matches. Data nested deeper
     than ``MAX_DEPTH`` becomes its JSON text (one string: walking it could exhaust the stack), in
-    which keys that collide are all written, as JSON allows."""
-    if _plain(data, 0):
+    which keys that collide are all written, as JSON allows.
+
+    With ``keep``, data larger than its room is copied only as far as the room goes (``Keep``):
+    the rest of a list or mapping is dropped, a long string cut."""
+    keep = keep or Keep(sys.maxsize)
+    if _plain(data, 0, keep.left) >= 0:
         return data
+    room = keep.left
     try:
-        return _copy(data, 0)
+        return _copy(data, 0, keep)
     except _TooDeep:
+        keep.left, keep.cut = room, False
         try:
-            return json.dumps(data, default=_text_of)
+            return keep.text(json.dumps(data, default=_text_of))
         except (TypeError, ValueError, RecursionError):  # a key JSON cannot write, or a cycle
             return f"<{type(data).__name__} nested deeper than {MAX_DEPTH}>"
 
@@ -59,29 +102,43 @@ class _TooDeep(Exception):
     pass
 
 
-def _copy(value: Any, depth: int) -> Any:
+def _copy(value: Any, depth: int, keep: Keep) -> Any:
     if type(value) is str:
-        return utf8_text(value)
+        return keep.text(value)
     if type(value) in _SCALARS:
+        keep.left -= 1
         return value if type(value) is not int or value.bit_length() <= _LONG_INT_BITS else _long_int(value)
     if isinstance(value, (bytes, bytearray)):
-        return bytes_to_text(bytes(value))
+        return keep.text(bytes_to_text(bytes(value)))
     if depth > MAX_DEPTH:
         raise _TooDeep
     if isinstance(value, dict):
-        return _mapping(value, depth)
+        return _mapping(value, depth, keep)
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [_copy(v, depth + 1) for v in value]
-    return _text_of(value)
+        out = []
+        for item in value:
+            if keep.spent():
+                break
+            out.append(_copy(item, depth + 1, keep))
+        return out
+    return keep.text(_text_of(value))
 
 
-def _mapping(value: dict[Any, Any], depth: int) -> dict[str, Any]:
-    """``value`` with text keys (``_key``), every value kept: a converted key whose text another key
-    has too gets a ``#n`` suffix (``distinct_keys``; a ``str`` key keeps its name)."""
-    items = list(value.items())
-    texts = [_key(k, depth) for k, _ in items]
-    keys = distinct_keys(texts, [type(k) is not str or text != k for text, (k, _) in zip(texts, items)])
-    return {key: _copy(item, depth + 1) for key, (_, item) in zip(keys, items)}
+def _mapping(value: dict[Any, Any], depth: int, keep: Keep) -> dict[str, Any]:
+    """``value`` with text keys (``_key``), every value kept (as far as ``keep`` goes): a converted
+    key whose text another key has too gets a ``#n`` suffix (``distinct_keys``; a ``str`` key keeps
+    its name)."""
+    texts: list[str] = []
+    renamed: list[bool] = []
+    items: list[Any] = []
+    for key, item in value.items():  # each key, then its value: as the JSON is written, and kept
+        if keep.spent():
+            break
+        text = keep.text(_key(key, depth))
+        texts.append(text)
+        renamed.append(type(key) is not str or text != key)
+        items.append(_copy(item, depth + 1, keep))
+    return dict(zip(distinct_keys(texts, renamed), items))
 
 
 def _key(key: Any, depth: int) -> str:
@@ -93,7 +150,7 @@ def _key(key: Any, depth: int) -> str:
         if type(key) in _SCALARS:
             return json.dumps(key)
         if isinstance(key, (tuple, frozenset)):
-            return json.dumps(_copy(key, depth + 1), ensure_ascii=False)
+            return json.dumps(_copy(key, depth + 1, Keep(sys.maxsize)), ensure_ascii=False)
     except ValueError:  # an int too long to write in decimal
         pass
     return _text_of(key)
@@ -126,18 +183,31 @@ def _long_int(value: int) -> int | str:
     return value
 
 
-def _plain(value: Any, depth: int) -> bool:
-    """Only dicts with string keys, lists and JSON scalars (exact types), at most ``MAX_DEPTH`` deep
-    (the arguments' limit)."""
+def _plain(value: Any, depth: int, room: int) -> int:
+    """The characters ``value``'s JSON has at least, when it is plain (only dicts with string keys,
+    lists and JSON scalars, exact types, at most ``MAX_DEPTH`` deep: the arguments' limit) and that
+    is at most ``room``; else -1. Stops at the first value past ``room``."""
     kind = type(value)
     if kind is str:
-        return value.isascii() or _encodes(value)
+        return len(value) if len(value) <= room and (value.isascii() or _encodes(value)) else -1
     if kind in _SCALARS:
-        return kind is not int or value.bit_length() <= _LONG_INT_BITS
+        return 1 if room >= 1 and (kind is not int or value.bit_length() <= _LONG_INT_BITS) else -1
     if depth > MAX_DEPTH:
-        return False
+        return -1
+    used = 0
     if kind is dict:
-        return all(type(k) is str and (k.isascii() or _encodes(k)) and _plain(v, depth + 1) for k, v in value.items())
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or _encodes(key)):
+                return -1
+            used += len(key)
+            if (size := _plain(item, depth + 1, room - used)) < 0:
+                return -1
+            used += size
+        return used if used <= room else -1
     if kind is list:
-        return all(_plain(v, depth + 1) for v in value)
-    return False
+        for item in value:
+            if (size := _plain(item, depth + 1, room - used)) < 0:
+                return -1
+            used += size
+        return used
+    return -1

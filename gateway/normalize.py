@@ -32,7 +32,7 @@ from typing import Any
 from gateway.codes import Code
 from gateway.executors.base import ExecResult
 from gateway.injection import injection_flags
-from gateway.jsonable import jsonable, utf8_text
+from gateway.jsonable import Keep, jsonable, utf8_text
 from gateway.models import CallContext, ErrorInfo, Observation, Provenance
 from gateway.scrub import Scrubber
 
@@ -53,13 +53,16 @@ class _Clean:
     stderr: str
     error: ErrorInfo | None
     redactions: int
+    cut: bool = False
+    """Data was left out before scrubbing (more than an observation can show: ``jsonable.Keep``)."""
 
 
 def normalize(ctx: CallContext, result: ExecResult, duration_ms: int, max_bytes: int) -> Observation:
-    clean = scrub_result(result, getattr(ctx.credentials, "secret_values", ()))
+    clean = scrub_result(result, getattr(ctx.credentials, "secret_values", ()), max_bytes=max_bytes)
     data, truncated = _cap(clean.data, max_bytes)
     common = dict(
-        data=data, provenance=_provenance(ctx), truncated=truncated or bool(result.meta.get("truncated")),
+        data=data, provenance=_provenance(ctx),
+        truncated=truncated or clean.cut or bool(result.meta.get("truncated")),
         duration_ms=duration_ms, attempts=result.attempts, redactions=clean.redactions,
     )
     if result.ok:
@@ -79,18 +82,28 @@ def normalize(ctx: CallContext, result: ExecResult, duration_ms: int, max_bytes:
     )
 
 
-def scrub_result(result: ExecResult, secrets: Any) -> _Clean:
-    """Data, stderr and error message with secrets removed, and how many were removed."""
+def scrub_result(result: ExecResult, secrets: Any, *, max_bytes: int | None = None) -> _Clean:
+    """Data, stderr and error message with secrets removed, and how many were removed.
+
+    With ``max_bytes`` (the observation's cap), only as much of the data and the error message is
+    kept as the observation can show, and a margin more (``jsonable.Keep``); ``cut`` says whether
+    anything was left out, and ``redactions`` counts what was removed from what was kept. Stderr,
+    of which the observation shows the end, is scrubbed whole (a secret that begins before the end
+    would not be recognised from its middle); the executors cap it."""
     scrubber = Scrubber(secrets or ())
-    data, n_data = scrubber.data(jsonable(result.data))
+    keep = Keep(max_bytes + scrubber.margin(), scrubber) if max_bytes is not None else None
+    data, n_data = scrubber.data(jsonable(result.data, keep))
     stderr, n_err = scrubber.text(utf8_text(result.stderr or ""))
     error, n_msg = result.error, 0
     if error is not None:
-        message, n_msg = scrubber.text(utf8_text(error.message))
+        text = error.message
+        if keep is not None:
+            text = Keep(ERROR_MESSAGE_CHARS, scrubber).text(text)  # the observation shows no more of it
+        message, n_msg = scrubber.text(utf8_text(text))
         kind, n_type = scrubber.text(utf8_text(error.type))
         error = ErrorInfo(type=kind, message=message, retryable=error.retryable)
         n_msg += n_type
-    return _Clean(data, stderr, error, n_data + n_err + n_msg)
+    return _Clean(data, stderr, error, n_data + n_err + n_msg, bool(keep and keep.cut))
 
 
 def _provenance(ctx: CallContext) -> Provenance:

@@ -177,6 +177,12 @@ class Scrubber:
         self._patterns = tuple(patterns)
         self._digit_secrets = tuple(s for s in secrets if s.isascii() and s.isdigit())
 
+    def margin(self) -> int:
+        """``output_margin`` of this call's secrets: how far past a cut the text given to ``cut`` reaches."""
+        if not self._forms:
+            return PATTERN_MARGIN_BYTES
+        return max(max(len(f.encode()) for f in self._forms), PATTERN_MARGIN_BYTES)
+
     def cut(self, text: str, limit: int) -> str:
         """At most the first ``limit`` characters of ``text``, cut earlier where the cut would
         split a secret (any injected form, or a pattern match), so no part of it is kept."""

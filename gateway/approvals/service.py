@@ -169,7 +169,11 @@ class ApprovalService:
             raise PermissionDenied("approvers see only their own tenant")
         if status and status not in S.__members__.values():
             raise Refusal(Code.INVALID_ARGUMENTS, f"unknown status {status[:32]!r}")
-        recs = [await self.expire_if_due(r) for r in await self.store.list_approvals(tenant=identity.tenant)]
+        # The status goes into the store's query (it reads the newest 500): filtered after, an older
+        # pending request behind 500 newer finished ones was listed nowhere. Expired ones are
+        # whatever the store holds past its expiry (expire_if_due), so those are read unfiltered.
+        stored = await self.store.list_approvals(tenant=identity.tenant, status="" if status == S.EXPIRED else status)
+        recs = [await self.expire_if_due(r) for r in stored]
         return [r for r in recs if not status or r.status == status]
 
     def visible(self, identity: Identity, rec: ApprovalRecord) -> bool:

@@ -113,8 +113,10 @@ def _copy(value: Any, depth: int, keep: Keep) -> Any:
     if depth > MAX_DEPTH:
         raise _TooDeep
     if isinstance(value, dict):
+        keep.left -= 2  # its brackets, as ``_plain`` counts them
         return _mapping(value, depth, keep)
     if isinstance(value, (list, tuple, set, frozenset)):
+        keep.left -= 2
         out = []
         for item in value:
             if keep.spent():
@@ -194,7 +196,7 @@ def _plain(value: Any, depth: int, room: int) -> int:
         return 1 if room >= 1 and (kind is not int or value.bit_length() <= _LONG_INT_BITS) else -1
     if depth > MAX_DEPTH:
         return -1
-    used = 0
+    used = 2  # its brackets: an empty one counts too, or a million of them would be read as nothing
     if kind is dict:
         for key, item in value.items():
             if type(key) is not str or not (key.isascii() or _encodes(key)):
@@ -209,5 +211,5 @@ def _plain(value: Any, depth: int, room: int) -> int:
             if (size := _plain(item, depth + 1, room - used)) < 0:
                 return -1
             used += size
-        return used
+        return used if used <= room else -1
     return -1

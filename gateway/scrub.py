@@ -204,9 +204,10 @@ class Scrubber:
             found = text.find(form, window, cut + len(form) - 1)
             if found != -1 and found < cut:
                 return found
-        for starts, ends in spans:
+        for pattern, (starts, ends) in zip(self._patterns, spans):
             last = bisect_left(starts, cut) - 1  # matches do not overlap: only the last one before can cross
-            if last >= 0 and ends[last] > cut:
+            if last >= 0 and (ends[last] > cut or ends[last] == cut and not _whole_before(pattern.regex, text,
+                                                                                           starts[last], cut)):
                 return starts[last]
         return None
 
@@ -271,6 +272,14 @@ class Scrubber:
             out[key], n = self.data(item)
             total += n
         return out, total
+
+
+def _whole_before(regex: re.Pattern[str], text: str, start: int, cut: int) -> bool:
+    """Whether the match from ``start`` to ``cut`` is still one with the text ending at the cut: a
+    pattern may need what follows it (url_password the "@"), which the cut takes away, and the
+    secret would be left unrecognised in the kept part."""
+    match = regex.match(text, start, cut)
+    return match is not None and match.end() == cut
 
 
 def _spans_before(regex: re.Pattern[str], text: str, cut: int) -> _Spans:

@@ -3,7 +3,8 @@
 16 MiB of output was converted, scrubbed and scanned whole — about 2.5 s of the event loop, during
 which no other call moved — for all but 64 KiB of it to be dropped. Now the data is copied only as
 far as the cap and the scrubber's margin reach (``jsonable.Keep``): what the observation shows is
-what scrubbing everything and then capping showed, a secret across the point where the kept part
+what scrubbing everything and then capping showed (unless redactions shrank the part read by more
+than the margin: it then shows less, never more), a secret across the point where the kept part
 ends is cut out whole, and the observation says ``truncated``.
 """
 
@@ -116,3 +117,31 @@ def test_what_fits_is_kept_whole_and_not_marked_truncated():
     shown = _observe(data, cap=64 * 1024)
     assert not shown.truncated and shown.redactions == 1
     assert shown.data["rows"] == data["rows"] and shown.data["secret"] == REDACTED
+
+
+def test_a_url_password_whose_at_sign_falls_at_the_cut_is_not_shown():
+    """``url_password`` matches only before an "@", which is not part of the match: a cut just
+    before the "@" left ``://user:password`` unrecognised in the kept part."""
+    url = "postgres://admin:hunter2-Sup3rS3cret@db.internal/app"
+    message = "x" * (ERROR_MESSAGE_CHARS - url.index("@")) + url + " failed"
+    assert message.index("@") == ERROR_MESSAGE_CHARS
+    shown = normalize(_Context(), ExecResult.failure("tool_error", message), 1, CAP)
+    assert "hunter2" not in shown.error.message and "Sup3r" not in shown.error.message
+    assert "hunter2" not in Scrubber([]).cut(message, ERROR_MESSAGE_CHARS)
+
+
+class _Walked(Scrubber):
+    walked = 0
+
+    def data(self, value):
+        _Walked.walked += 1
+        return super().data(value)
+
+
+@pytest.mark.parametrize("data", [[{}] * 2_000_000, [()] * 2_000_000, [[]] * 2_000_000],
+                         ids=["mappings", "tuples", "lists"])
+def test_empty_containers_count_towards_what_is_read(monkeypatch, data):
+    monkeypatch.setattr("gateway.normalize.Scrubber", _Walked)
+    _Walked.walked = 0
+    shown = _observe(data, cap=64 * 1024)
+    assert shown.truncated and _Walked.walked <= 64 * 1024, _Walked.walked

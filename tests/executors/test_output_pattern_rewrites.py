@@ -101,6 +101,15 @@ TOKEN = "tok3nV4lue12"
 SECRETS = ["Bearer " + TOKEN, TOKEN]
 
 
+def _crosses(regex, text: str, match, cut: int) -> bool:
+    """A match crosses the cut when it goes on past it, or ends at it but is no match without what
+    follows (url_password needs the "@" after it)."""
+    if not match.start() < cut <= match.end():
+        return False
+    alone = regex.match(text, match.start(), cut)
+    return match.end() > cut or alone is None or alone.end() != cut
+
+
 def _cut_as_first_written(text: str, limit: int) -> str:
     """``Scrubber.cut`` with every pattern run again from the start for each move of the cut."""
     forms = sorted({form for secret in SECRETS for form in encoded_forms(secret)}, key=len, reverse=True)
@@ -108,7 +117,7 @@ def _cut_as_first_written(text: str, limit: int) -> str:
     while cut < len(text):
         starts = [found for form in forms if -1 < (found := text.find(form, max(0, cut - len(form) + 1),
                                                                       cut + len(form) - 1)) < cut]
-        starts += [m.start() for p in DEFAULT_PATTERNS for m in p.regex.finditer(text) if m.start() < cut < m.end()]
+        starts += [m.start() for p in DEFAULT_PATTERNS for m in p.regex.finditer(text) if _crosses(p.regex, text, m, cut)]
         if not starts:
             break
         cut = starts[0]

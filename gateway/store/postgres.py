@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Sequence
 
@@ -137,8 +138,13 @@ class PostgresStore:
         """``write`` as a task that runs to its end even if the caller awaiting it is cancelled."""
         task = asyncio.ensure_future(write)
         self._unfinished.add(task)
-        task.add_done_callback(self._unfinished.discard)
+        task.add_done_callback(self._finished)
         return task
+
+    def _finished(self, task: asyncio.Future[Any]) -> None:
+        self._unfinished.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:  # read here: its caller may be gone
+            log.warning("claim_write_failed", error=type(exc).__name__)
 
     async def _claim(self, scope: str, key: str, args_hash: str, now: float) -> Claim:
         async with self._connection() as conn:
@@ -341,8 +347,11 @@ class PostgresStore:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def close(self) -> None:
-        if self._unfinished:  # claim writes for callers that went away: let them land first
-            await asyncio.wait(set(self._unfinished), timeout=self._pool.timeout)
+        # claim writes for callers that went away land first (a claim given back while waiting adds
+        # its release: waited for too), within the pool's timeout
+        deadline = time.monotonic() + self._pool.timeout
+        while self._unfinished and (left := deadline - time.monotonic()) > 0:
+            await asyncio.wait(set(self._unfinished), timeout=left)
         if self._opened:
             await self._pool.close()
             self._opened = False

@@ -100,3 +100,30 @@ async def test_an_outcome_whose_caller_goes_away_while_it_is_stored_is_stored(pg
     finally:
         await blocker.close()
         await store.close()
+
+
+@pytest.mark.postgres
+async def test_a_claim_given_back_while_the_store_closes_is_given_back_before_it_closes(pg_dsn):
+    """Shutdown cancels the calls in flight, then closes the store: a claim that lands while the
+    store waits for unfinished writes starts its release then, and that is waited for too."""
+    store = PostgresStore(pg_dsn)
+    blocker = await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True)
+    try:
+        await store.release(SCOPE, "warm")
+        await blocker.execute("BEGIN")
+        await blocker.execute("LOCK TABLE claims IN ACCESS EXCLUSIVE MODE")
+        task = asyncio.ensure_future(store.claim(SCOPE, "k", "sha256:a", time.time()))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        closing = asyncio.ensure_future(store.close())
+        await asyncio.sleep(0.2)
+        await blocker.execute("COMMIT")
+        await closing
+        assert not store._unfinished  # nothing is left for the end of the event loop to cancel
+        rows = await (await blocker.execute("SELECT status FROM claims WHERE key = 'k'")).fetchall()
+        assert rows == []
+    finally:
+        await blocker.close()
+        await store.close()

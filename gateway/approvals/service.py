@@ -33,7 +33,7 @@ from gateway.audit import AuditLog
 from gateway.audit import escaped
 from gateway.codes import Code
 from gateway.models import ApprovalRequired, CallContext, Identity
-from gateway.store.base import ApprovalRecord, ApprovalStatus, Store, VoteStatus
+from gateway.store.base import ApprovalRecord, ApprovalStatus, Store, VoteStatus, request_key
 
 S = ApprovalStatus
 MAX_REASON = 500
@@ -130,11 +130,15 @@ class ApprovalService:
         return rec
 
     async def _pending_duplicate(self, ctx: CallContext) -> ApprovalRecord | None:
-        ident = ctx.identity
-        for rec in await self.store.list_approvals(tenant=ident.tenant, status=S.PENDING, limit=200):
+        """The caller's own pending request for this very call, found by its request key (an index):
+        reading the tenant's pending requests, arguments and all, on every such call let one agent
+        that had filled its tenant with large ones stall the gateway for every tenant."""
+        ident, req = ctx.identity, ctx.decision.approval
+        key = request_key(agent=ident.agent, user=ident.user, run_id=ctx.call.run_id, tool=ctx.tool.name,
+                          args_hash=ctx.args_hash, groups_any=req.groups_any, quorum=req.quorum)
+        for rec in await self.store.pending_approvals(tenant=ident.tenant, request_key=key):
             same = (rec.agent, rec.user, rec.run_id, rec.tool, rec.args_hash) == (
                 ident.agent, ident.user, ctx.call.run_id, ctx.tool.name, ctx.args_hash)
-            req = ctx.decision.approval
             if same and (rec.groups_any, rec.quorum) == (tuple(req.groups_any), req.quorum) and not record_problem(rec):
                 rec = await self.expire_if_due(rec)
                 if rec.status is S.PENDING:

@@ -12,6 +12,8 @@ answer every later call with that key gets (see ``gateway.claims``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, Protocol, Sequence
@@ -136,6 +138,11 @@ class ApprovalStore(Protocol):
         """Newest first; "" matches any tenant / status."""
         ...
 
+    async def pending_approvals(self, *, tenant: str, request_key: str, limit: int = 5) -> list[ApprovalRecord]:
+        """The tenant's pending requests whose ``request_key`` (stored with the record when it was
+        created) is this one, newest first: found by index, whatever else the tenant has pending."""
+        ...
+
     async def changed_approvals(
         self, *, tenant: str, since: float | None, limit: int = 500
     ) -> tuple[list[ApprovalRecord], float]:
@@ -209,3 +216,16 @@ def open_store(config: Config, **kwargs: Any) -> Store:
 
     return SQLiteStore(config.store_path, **kwargs)
 
+
+def request_key(*, agent: str, user: str, run_id: str, tool: str, args_hash: str, groups_any: Sequence[str],
+                quorum: int) -> str:
+    """What makes a request the same request (an agent asking again for one call, to be approved by
+    the same groups and quorum): the digest the stores keep beside the record and index by tenant."""
+    text = json.dumps([agent, user, run_id, tool, args_hash, list(groups_any), quorum], default=str)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def record_request_key(record: ApprovalRecord) -> str:
+    """``request_key`` of a record."""
+    return request_key(agent=record.agent, user=record.user, run_id=record.run_id, tool=record.tool,
+                       args_hash=record.args_hash, groups_any=record.groups_any, quorum=record.quorum)

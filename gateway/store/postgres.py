@@ -64,6 +64,7 @@ from gateway.store.base import (
     Vote,
     VoteStatus,
     record_fields,
+    record_request_key,
 )
 from gateway.store.migrations import POSTGRES, Migration
 
@@ -260,9 +261,10 @@ class PostgresStore:
     async def create_approval(self, record: ApprovalRecord) -> None:
         async with self._connection() as conn:
             await conn.execute(
-                "INSERT INTO approvals(approval_id, status, tenant, created_at, record, changed_at) "
-                f"VALUES (%s, %s, %s, %s, %s, {_DB_NOW})",
-                (record.approval_id, str(record.status), record.tenant, record.created_at, Json(_dump(record))),
+                "INSERT INTO approvals(approval_id, status, tenant, created_at, record, request_key, changed_at) "
+                f"VALUES (%s, %s, %s, %s, %s, %s, {_DB_NOW})",
+                (record.approval_id, str(record.status), record.tenant, record.created_at, Json(_dump(record)),
+                 record_request_key(record)),
             )
 
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
@@ -280,6 +282,16 @@ class PostgresStore:
                 f"SELECT {_ROW} FROM approvals WHERE (%(t)s = '' OR tenant = %(t)s) AND (%(s)s = '' OR status = %(s)s) "
                 "ORDER BY created_at DESC LIMIT %(n)s",
                 {"t": tenant, "s": str(status), "n": limit},
+            )).fetchall()
+        return [load_row(*r) for r in rows]
+
+    async def pending_approvals(self, *, tenant: str, request_key: str, limit: int = 5) -> list[ApprovalRecord]:
+        if _NUL in tenant or _NUL in request_key:
+            return []
+        async with self._connection() as conn:
+            rows = await (await conn.execute(
+                f"SELECT {_ROW} FROM approvals WHERE tenant = %s AND request_key = %s AND status = %s "
+                "ORDER BY created_at DESC LIMIT %s", (tenant, request_key, str(ApprovalStatus.PENDING), limit),
             )).fetchall()
         return [load_row(*r) for r in rows]
 

@@ -45,6 +45,7 @@ from gateway.store.base import (
     Vote,
     VoteStatus,
     record_fields,
+    record_request_key,
 )
 
 SCHEMA = [
@@ -102,6 +103,9 @@ class SQLiteStore:
                 self._db.execute("ALTER TABLE approvals ADD COLUMN changed_at REAL NOT NULL DEFAULT 0")
                 self._db.execute("UPDATE approvals SET changed_at = created_at")
             self._db.execute("CREATE INDEX IF NOT EXISTS approvals_tenant_changed ON approvals(tenant, changed_at)")
+            if "request_key" not in columns:  # rows made before it have none: never found as a duplicate
+                self._db.execute("ALTER TABLE approvals ADD COLUMN request_key TEXT")
+            self._db.execute("CREATE INDEX IF NOT EXISTS approvals_tenant_request ON approvals(tenant, request_key)")
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
@@ -212,9 +216,11 @@ class SQLiteStore:
     # -- approvals ----------------------------------------------------------------------
 
     async def create_approval(self, record: ApprovalRecord) -> None:
-        row = (record.approval_id, str(record.status), record.tenant, record.created_at, _dump(record))
+        row = (record.approval_id, str(record.status), record.tenant, record.created_at, _dump(record),
+               record_request_key(record))
         await self._run(lambda: self._db.execute(  # stamped on each attempt: a lock wait cannot age it
-            "INSERT INTO approvals(approval_id, status, tenant, created_at, record, changed_at) VALUES (?,?,?,?,?,?)",
+            "INSERT INTO approvals(approval_id, status, tenant, created_at, record, request_key, changed_at) "
+            "VALUES (?,?,?,?,?,?,?)",
             (*row, time.time()),
         ))
 
@@ -230,6 +236,12 @@ class SQLiteStore:
         sql = f"SELECT {_ROW} FROM approvals" + (" WHERE " + " AND ".join(f"{c}=?" for c, _ in where) if where else "")
         rows = await self._run(lambda: self._db.execute(
             sql + " ORDER BY created_at DESC LIMIT ?", (*(v for _, v in where), limit)).fetchall())
+        return [load_row(*r) for r in rows]
+
+    async def pending_approvals(self, *, tenant: str, request_key: str, limit: int = 5) -> list[ApprovalRecord]:
+        rows = await self._run(lambda: self._db.execute(
+            f"SELECT {_ROW} FROM approvals WHERE tenant=? AND request_key=? AND status=? ORDER BY created_at DESC "
+            "LIMIT ?", (tenant, request_key, str(ApprovalStatus.PENDING), limit)).fetchall())
         return [load_row(*r) for r in rows]
 
     async def changed_approvals(

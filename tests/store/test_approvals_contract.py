@@ -192,3 +192,24 @@ async def test_an_approval_id_holding_nul_finds_nothing(store):
     assert await store.get_approval(f"a-1{NUL}") is None  # a caller may send any id; stored ones never hold NUL
     assert (await store.add_approval_vote(f"a-1{NUL}", "alice", "jti-1", T0)).status is VoteStatus.NOT_FOUND
     assert await store.transition_approval(f"a-1{NUL}", from_status=S.PENDING, to_status=S.REJECTED, now=T0) is None
+
+
+async def test_pending_requests_are_found_by_their_request_key(store):
+    from gateway.store.base import record_request_key
+
+    mine = record("mine", created_at=T0)
+    key = record_request_key(mine)
+    await store.create_approval(mine)
+    await store.create_approval(record("again", created_at=T0 + 1))  # the same request, made again
+    await store.create_approval(record("done", created_at=T0 + 2))
+    await store.transition_approval("done", from_status=S.PENDING, to_status=S.REJECTED, now=T0 + 3)
+    await store.create_approval(record("other_args", created_at=T0 + 4, args_hash="sha256:other"))
+    await store.create_approval(record("other_tenant", created_at=T0 + 5, tenant="globex"))
+    await store.create_approval(record("other_quorum", created_at=T0 + 6, quorum=3))
+    found = await store.pending_approvals(tenant="acme", request_key=key)
+    assert [r.approval_id for r in found] == ["again", "mine"]
+    assert found[1] == mine
+    assert [r.approval_id for r in await store.pending_approvals(tenant="acme", request_key=key, limit=1)] == ["again"]
+    assert await store.pending_approvals(tenant="globex", request_key=key) == [
+        await store.get_approval("other_tenant")]
+    assert await store.pending_approvals(tenant="acme", request_key="sha256:none") == []

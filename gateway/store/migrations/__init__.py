@@ -69,4 +69,11 @@ POSTGRES: tuple[Migration, ...] = (
         "approval token ids as their UTF-8 bytes: text refuses NUL, and a signed jti may hold one",
         ("ALTER TABLE approval_votes ALTER COLUMN jti TYPE bytea USING convert_to(jti, 'UTF8')",),
     ),
+    Migration(
+        6,
+        "approval requests indexed by their request key: an agent asking again for one call finds its pending "
+        "request by index, not by reading every pending request of its tenant (rows made before have none)",
+        ("ALTER TABLE approvals ADD COLUMN IF NOT EXISTS request_key TEXT",
+         "CREATE INDEX IF NOT EXISTS approvals_tenant_request ON approvals(tenant, request_key)"),
+    ),
 )

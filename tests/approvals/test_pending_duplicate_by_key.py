@@ -1,0 +1,49 @@
+"""An agent asking again for the same call gets its pending request back, found by the request's
+key (an index), without the gateway reading its tenant's pending requests: every require_approval
+call read the newest 200, arguments and all (up to 256 KiB each), parsed twice on the event loop,
+so one agent that had filled its tenant with large requests stalled every tenant's calls (~0.9 s
+each). Over a real gateway on 127.0.0.1 (port 0) and its SQLite file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from gateway.config import load_config
+from gateway.store.sqlite import SQLiteStore
+from tests.approvals.approval_helpers import serving, write_config
+
+
+async def test_the_same_call_again_gets_its_pending_request_without_a_scan(tmp_path, monkeypatch):
+    path = write_config(tmp_path)
+    scans = []
+    listed = SQLiteStore.list_approvals
+
+    async def counting(self, **kw):
+        scans.append(kw)
+        return await listed(self, **kw)
+
+    monkeypatch.setattr(SQLiteStore, "list_approvals", counting)
+    async with serving(path) as (_, c):
+        others = [(await c.call("count_write", json.dumps({"n": i, "pad": "x" * 1000}))).approval_required.approval_id
+                  for i in range(20)]
+        first = await c.call("count_write", '{"n": -1}')
+        again = await c.call("count_write", '{"n": -1}')
+        changed = await c.call("count_write", '{"n": -2}')
+    assert len(set(others)) == 20
+    assert again.approval_required.approval_id == first.approval_required.approval_id
+    assert changed.approval_required.approval_id not in (first.approval_required.approval_id, *others)
+    assert scans == []
+
+
+async def test_a_request_stored_before_request_keys_is_not_reused_but_a_new_one_made(tmp_path):
+    """Rows written by an earlier version have no request key: the same call makes a new request."""
+    path = write_config(tmp_path)
+    async with serving(path) as (_, c):
+        first = (await c.call("count_write", '{"n": 7}')).approval_required.approval_id
+        db = sqlite3.connect(load_config(path).store_path)
+        db.execute("UPDATE approvals SET request_key = NULL")
+        db.commit()
+        db.close()
+        again = (await c.call("count_write", '{"n": 7}')).approval_required.approval_id
+    assert again and again != first

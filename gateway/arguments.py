@@ -26,6 +26,7 @@ from typing import Any, Callable
 import rfc8785
 
 from gateway.ecma_regex import FORMATS, Validator, schema_problems, without_dialect
+from gateway.json_keys import DuplicateKey, unique_pairs
 from gateway.schema_refs import LOCAL_ONLY
 from gateway.models import FieldError
 from gateway.schema_check import compile_check
@@ -44,15 +45,6 @@ class ArgumentsError(Exception):
 
 class _Reject(ValueError):
     pass
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise _Reject(f"duplicate key {key!r}")
-        obj[key] = value
-    return obj
 
 
 def _int(text: str) -> int:
@@ -119,11 +111,13 @@ def parse_strict(
     try:
         value = json.loads(
             text,
-            object_pairs_hook=_pairs,
+            object_pairs_hook=unique_pairs,
             parse_int=_hashed_int if numbers_as_hashed else _int,
             parse_float=_number if numbers_as_hashed else _float,
             parse_constant=_constant,
         )
+    except DuplicateKey as exc:
+        raise ArgumentsError([FieldError("", f"duplicate key {exc.key!r}")]) from exc
     except _Reject as exc:
         raise ArgumentsError([FieldError("", str(exc))]) from exc
     except json.JSONDecodeError as exc:

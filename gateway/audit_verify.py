@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from gateway.audit import GENESIS, ROTATED, head_bytes, record_hash
+from gateway.json_keys import DuplicateKey, unique_pairs
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,24 +57,7 @@ class VerifyReport:
     """Something an intact log's reader should know (a rotation not finished yet)."""
 
 
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _DuplicateKey(key)
-            seen.add(key)
-    return obj
-
-
-_decode = JSONDecoder(object_pairs_hook=_unique_keys).decode
+_decode = JSONDecoder(object_pairs_hook=unique_pairs).decode
 
 
 def _loads(raw: bytes) -> Any:
@@ -88,7 +72,7 @@ def _parse(raw: bytes) -> tuple[dict[str, Any], str, str]:
         return {}, "", "truncated record (no end of line)"
     try:
         rec = _loads(raw)
-    except _DuplicateKey as exc:
+    except DuplicateKey as exc:
         return {}, "", f"key {exc.key!r} appears twice: readers could disagree on its value"
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return {}, "", "not valid JSON"

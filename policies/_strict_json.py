@@ -11,6 +11,8 @@ import json
 import math
 from typing import Any
 
+from gateway.json_keys import DuplicateKey, unique_pairs
+
 
 class NotStrictJson(ValueError):
     """The text is not JSON, or is JSON readers could read differently (the message says how)."""
@@ -19,24 +21,15 @@ class NotStrictJson(ValueError):
 def loads(raw: bytes | str) -> Any:
     """``raw`` as JSON with each key once per object and every number finite; raises ``NotStrictJson``."""
     try:
-        return json.loads(raw, object_pairs_hook=_unique, parse_constant=_constant, parse_float=_finite)
+        return json.loads(raw, object_pairs_hook=unique_pairs, parse_constant=_constant, parse_float=_finite)
     except NotStrictJson:
         raise
+    except DuplicateKey as exc:
+        raise NotStrictJson(str(exc)) from None
     except RecursionError:
         raise NotStrictJson("nested too deeply to read") from None
     except ValueError as exc:  # UnicodeDecodeError is one
         raise NotStrictJson(f"not JSON ({exc})") from None
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise NotStrictJson(f"key {key[:64]!r} appears twice in one object")
-            seen.add(key)
-    return obj
 
 
 def _constant(name: str) -> Any:

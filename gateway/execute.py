@@ -52,7 +52,7 @@ def effective_constraints(ctx: CallContext) -> dict[str, Any]:
     ``credential_variant`` the descriptor pins stays (``""`` would mean the broader default
     credential; a different variant is refused by the credentials stage, see
     ``variant_conflict``); any other value for a key it sets is refused before the call runs
-    (``pinned_conflict``: which of two values is narrower cannot be told, and a ``root`` of
+    (``constraint_problem``: which of two values is narrower cannot be told, and a ``root`` of
     ``"."`` would have widened a tool's workspace to the gateway's data folder). ``hosts``
     comes out as a list of names (``host_list``) or None.
     """
@@ -66,7 +66,7 @@ def effective_constraints(ctx: CallContext) -> dict[str, Any]:
         elif key == "credential_variant":
             if static.get(key):
                 continue
-        elif static.get(key) is not None:  # pinned: another value is refused (``pinned_conflict``)
+        elif static.get(key) is not None:  # pinned: another value is refused (``constraint_problem``)
             continue
         merged[key] = value
     if merged.get("hosts") is not None:
@@ -74,33 +74,27 @@ def effective_constraints(ctx: CallContext) -> dict[str, Any]:
     return merged
 
 
-def pinned_conflict(ctx: CallContext) -> str | None:
-    """Why the decision's constraints cannot be applied: it sets a key the descriptor pins (other
-    than ``hosts``, intersected, and ``credential_variant``, see ``variant_conflict``) to another
-    value; None when it does not."""
+def constraint_problem(ctx: CallContext, honours: Callable[[], bool]) -> str | None:
+    """Why the decision's constraints cannot be applied as decided; None when they can. Past the
+    keys the gateway enforces itself (``hosts``, intersected; ``credential_variant``, see
+    ``variant_conflict``) and those set to ``null`` (nothing), a key the descriptor pins may be
+    repeated, never changed (which of two values is narrower cannot be told), and a key it leaves
+    open may be set only when the tool honours every key it is handed (``honours()``: a python
+    tool; a narrowing nothing enforces is refused, never ignored)."""
     static = ctx.tool.config.constraints
     for key, value in (getattr(ctx.decision, "constraints", None) or {}).items():
+        if key in _GATEWAY_KEYS or value is None:
+            continue
         pinned = static.get(key)
-        if key in ("hosts", "credential_variant") or value is None or pinned is None or value == pinned:
-            continue
-        return (f"the decision sets constraints.{key} to {_short(value)}, but the tool pins {_short(pinned)}: policy "
-                "may set what a descriptor leaves open, never change what it pins")
-    return None
-
-
-def _unenforced_key(ctx: CallContext, executors: ExecutorRegistry) -> str | None:
-    """A key the decision sets (to a value, beyond what the descriptor pins) that nothing would
-    enforce: not ``hosts`` or ``credential_variant`` (the gateway's own), and the tool's executor
-    does not honour every key (``honours_constraints``); None when there is none."""
-    static = ctx.tool.config.constraints
-    for key, value in (getattr(ctx.decision, "constraints", None) or {}).items():
-        if key in _GATEWAY_KEYS or value is None or static.get(key) is not None:
-            continue
-        try:
-            executor = executors.for_tool(ctx.tool.config)
-        except LookupError:  # no executor of its kind here: nothing honours it either
-            return key
-        return None if honours_constraints(executor, ctx.tool.config) else key
+        if pinned is not None and value != pinned:
+            return (f"the decision sets constraints.{key} to {_short(value)}, but the tool pins {_short(pinned)}: "
+                    "policy may set what a descriptor leaves open, never change what it pins")
+        if pinned is None and not honours():
+            tool = ctx.tool.config
+            return (f"the decision sets constraints.{key}, which {tool.name} leaves open and its "
+                    f"{tool.executor.kind} executor does not enforce: a narrowing that cannot be enforced is "
+                    "refused, never ignored (the gateway enforces hosts and credential_variant for every tool; a "
+                    "python tool is handed every key to honour)")
     return None
 
 
@@ -198,22 +192,16 @@ class ExecuteStage:
 
     def cannot_run(self, ctx: CallContext) -> Refused | None:
         """Why a call cannot run as decided: ``policy_invalid_decision`` when the decision changes
-        a constraint the descriptor pins (``pinned_conflict``) or sets one that nothing would
-        enforce (``_unenforced_key``); ``egress_denied`` when it is
+        a constraint the descriptor pins or sets one that nothing would enforce
+        (``constraint_problem``); ``egress_denied`` when it is
         narrowed to hosts (by its effective constraints, or by its credentials once resolved) and
         its executor cannot hold it to them (``confines_hosts``; an executor that does not say
         cannot). The pipeline asks before it requests an approval, so nobody is asked to approve a
         call that could not run, and ``admit`` asks again."""
-        if (conflict := pinned_conflict(ctx)) is not None:
-            return Refused(Code.POLICY_INVALID_DECISION, (conflict,))
+        if (problem := constraint_problem(ctx, lambda: self._honours(ctx))) is not None:
+            return Refused(Code.POLICY_INVALID_DECISION, (problem,))
         tool = ctx.tool.config
         decided = getattr(ctx.decision, "constraints", None) or {}
-        if (key := _unenforced_key(ctx, self._executors)) is not None:
-            return Refused(Code.POLICY_INVALID_DECISION, (
-                f"the decision sets constraints.{key}, which {tool.name} leaves open and its {tool.executor.kind} "
-                "executor does not enforce: a narrowing that cannot be enforced is refused, never ignored (the "
-                "gateway enforces hosts and credential_variant for every tool; a python tool is handed every "
-                "key to honour)",))
         if (tool.constraints.get("hosts") is None and decided.get("hosts") is None
                 and getattr(ctx.credentials, "hosts", None) is None):
             return None
@@ -224,6 +212,13 @@ class ExecuteStage:
         if holds_to_hosts(executor, tool):
             return None
         return Refused(Code.EGRESS_DENIED, (unconfined_message(process_name(tool)),))
+
+    def _honours(self, ctx: CallContext) -> bool:
+        """Whether the call's executor honours every constraint key (none here to run it: no)."""
+        try:
+            return honours_constraints(self._executors.for_tool(ctx.tool.config), ctx.tool.config)
+        except LookupError:
+            return False
 
     async def admit(self, ctx: CallContext) -> Refused | None:
         """Refuse a call that cannot run as decided (``cannot_run``); else take a rate-limit

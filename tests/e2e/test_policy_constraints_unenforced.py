@@ -2,7 +2,7 @@
 subprocess or http tool with a key its executor does not read (``read_only: true``, say) ran the
 tool unnarrowed. ``hosts`` and ``credential_variant`` the gateway enforces for every tool; a python
 tool is handed every key to honour; ``null`` sets nothing; a key the descriptor pins is the
-descriptor's (``pinned_conflict`` when changed)."""
+descriptor's (``constraint_problem`` when changed)."""
 
 from __future__ import annotations
 

@@ -150,12 +150,12 @@ async def _watch_policy(app: GatewayApp, interval: float = 2.0, settle: float = 
     while True:
         await asyncio.sleep(interval)
         try:
-            now = bundle_stamp(folder)
+            now = await asyncio.to_thread(bundle_stamp, folder)  # a walk of the folder: off the event loop
             if now == last:
                 continue
             for _ in range(40):  # at most ~10 s of a folder still being written
                 await asyncio.sleep(settle)
-                now, before = bundle_stamp(folder), now
+                now, before = await asyncio.to_thread(bundle_stamp, folder), now
                 if now == before:
                     break
             last = now

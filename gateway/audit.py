@@ -30,18 +30,18 @@ logs still go through structlog; this file is a hash chain with its own writer.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import itertools
 import json
 import os
-import stat
 import time
 from json import encoder as _json_encoder
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import structlog
+
+from gateway.regular_files import open_regular
 
 log = structlog.get_logger("toolgate.audit")
 
@@ -111,16 +111,12 @@ class _ChainedFile:
         # Kept open and overwritten in place with one fixed-width pwrite (JSON padded with
         # spaces): a tmp file + rename per call cost ~0.3 ms, half the allow path's CPU.
         try:
-            self._head_fd = os.open(self._head, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o644)  # a FIFO: fails, never waits
+            self._head_fd, head = open_regular(self._head, os.O_WRONLY | os.O_CREAT, 0o644)  # a FIFO: refused
         except OSError:
             self._file.close()
             raise
-        if not stat.S_ISREG(os.fstat(self._head_fd).st_mode):
-            os.close(self._head_fd)
-            self._file.close()
-            raise OSError(errno.EINVAL, f"{self._head} is not a regular file")
         self._dirty = False
-        if os.fstat(self._head_fd).st_size == 0:  # a new head: where the chain stands, before any record
+        if head.st_size == 0:  # a new head: where the chain stands, before any record
             self._write_head()  # (verify wants a head beside a non-empty log, even one a crash cut short)
 
     def size(self) -> int:
@@ -366,10 +362,8 @@ def _write_aside(path: Path, data: bytes, fsync: bool) -> Path:
 def head_bytes(head: Path) -> bytes:
     """The head file's bytes: opened without waiting (a FIFO put in its place would hang the
     read) and read only when a regular file, at most ``_HEAD_MAX`` bytes of it."""
-    fd = os.open(head, os.O_RDONLY | os.O_NONBLOCK)
+    fd, _ = open_regular(head, os.O_RDONLY)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
         raw = os.read(fd, _HEAD_MAX + 1)
     finally:
         os.close(fd)

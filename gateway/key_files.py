@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 
+from gateway.regular_files import open_regular
 
 MAX_KEY_FILE_BYTES = 1024 * 1024
 """More than any PEM key (with its chain and labels) takes: a path to some other, larger file is refused
@@ -47,11 +47,8 @@ def read_key_file(path: str | os.PathLike[str], *, group_may_read: bool = False,
     unless ``group_may_read`` (its group may), or ``encrypted_may_be_read`` and it is encrypted
     (``pem_encrypted``: a copy is no use without the passphrase). ``OSError`` when it cannot be
     read, or is no regular file (``EINVAL``)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    fd, st = open_regular(path, os.O_RDONLY)
     with open(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
         posix = os.name == "posix"
         mode = st.st_mode & 0o777 if posix else 0
         if posix and st.st_uid not in (os.geteuid(), 0):

@@ -11,7 +11,7 @@ The pipeline reports every stage outcome it audits through ``stage()`` (one chec
   require_more_evidence, or the error code when the policy could not decide.
 - ``toolgate_grants_consumed_total``: grants whose single use was claimed by this replica.
 - ``toolgate_approvals_pending``: pending, unexpired approval requests (read from the store
-  when scraped; best effort, capped at ``PENDING_CAP``).
+  when scraped: counted there; best effort).
 
 The endpoint (``/metrics`` on ``metrics_host:metrics_port``; port 0 picks a free one) is
 prometheus-client's own HTTP server in a daemon thread. prometheus-client is the ``metrics``
@@ -35,7 +35,8 @@ log = structlog.get_logger("toolgate.metrics")
 enabled = False
 """True once ``configure`` started the endpoint; the pipeline checks it before calling ``stage``."""
 
-PENDING_CAP = 10_000
+LATEST_EXPIRY = 253402300799
+"""The last second of year 9999 (``gateway.approvals.malformed.MAX_TIME``): a later expiry is damage."""
 STAGE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -101,7 +102,7 @@ def configure(config: Any, *, store: Any = None) -> int | None:
         m.port = server.server_port
         _m = m
         log.info("metrics_listening", host=settings.metrics_host, port=m.port)
-    if store is not None and hasattr(store, "list_approvals"):
+    if store is not None and hasattr(store, "count_pending_approvals"):
         _m.pending.source = (store, asyncio.get_running_loop())
     enabled = True
     return _m.port
@@ -165,14 +166,13 @@ class _PendingApprovals:
             return
         store, loop = self.source
         gauge = GaugeMetricFamily("toolgate_approvals_pending", "Pending, unexpired approval requests")
+        # counted in the store: reading the pending records (arguments and all) on each scrape cost
+        # up to a few GiB; an expiry that is no number, or past year 9999, is past (``past_expiry``)
         try:
-            future = asyncio.run_coroutine_threadsafe(store.list_approvals(status="pending", limit=PENDING_CAP), loop)
-            records = future.result(self._timeout)
+            count = store.count_pending_approvals(after=time.time(), until=LATEST_EXPIRY)
+            pending = asyncio.run_coroutine_threadsafe(count, loop).result(self._timeout)
         except Exception as exc:  # store down, loop closed: leave the gauge out of this scrape
             log.warning("approvals_pending_unavailable", error=type(exc).__name__)
             return
-        from gateway.approvals.malformed import past_expiry  # only when scraped: the approvals package is large
-
-        now = time.time()
-        gauge.add_metric([], sum(1 for r in records if not past_expiry(r, now)))  # a damaged expiry is past
+        gauge.add_metric([], pending)
         yield gauge

@@ -72,6 +72,11 @@ class Follower:
         for rec in recs:
             self._learn(rec, told=True)
 
+    async def prime(self) -> None:
+        """Read what changed in the last few seconds as known, not to be heard: a change made
+        before the stream is no event of it."""
+        await self._read()
+
     async def events(self, sub: Any) -> AsyncIterator[tuple[str, ApprovalRecord]]:
         """(event type, record) until the subscription closes."""
         due = time.monotonic() + self._tick

@@ -16,11 +16,12 @@ is audited with, and ``audited`` once the service has written the refusal itself
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 import rfc8785
 
@@ -33,6 +34,7 @@ from gateway.audit import AuditLog
 from gateway.audit import escaped
 from gateway.codes import Code
 from gateway.models import ApprovalRequired, CallContext, Identity
+from gateway.store._pages import BadCursor
 from gateway.store.base import ApprovalRecord, ApprovalStatus, Store, VoteStatus, request_key
 
 S = ApprovalStatus
@@ -43,6 +45,32 @@ MAX_REJECTION_REASON = 1000
 """Characters a rejection's reason may have: a longer one is refused (``rejection_reason_too_long``),
 never cut. It is stored as signed and shown to the agent; the audit log has it escaped."""
 _STATUS_CODE = {S.REJECTED: Code.APPROVAL_REJECTED, S.EXPIRED: Code.APPROVAL_EXPIRED}
+PAGE_SIZE, MAX_PAGE_SIZE = 100, 500
+"""Requests in one page of ``list_page`` when none is asked for, and the most one may ask for."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Page:
+    """A page of requests, each with the page token of the page that starts just after it (a
+    reader that sends only some of them goes on from the last it sent), and the token of the
+    next page ("": this was the last)."""
+
+    listed: list[tuple[ApprovalRecord, str]]
+    next_token: str
+
+
+def token(cursor: str) -> str:
+    """A store's cursor as a page token: opaque to clients (base64url, no padding)."""
+    return base64.urlsafe_b64encode(cursor.encode()).decode().rstrip("=")
+
+
+def _cursor(page_token: str) -> str:
+    if not page_token:
+        return ""
+    try:
+        return base64.b64decode(page_token + "=" * (-len(page_token) % 4), altchars=b"-_", validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise BadCursor("not base64url") from None
 
 
 class ApprovalError(Exception):
@@ -166,19 +194,42 @@ class ApprovalService:
             raise NotFound("no such approval request")
         return await self.expire_if_due(rec)
 
-    async def list(self, identity: Identity, *, status: str = "", tenant: str = "") -> list[ApprovalRecord]:
+    async def list_page(self, identity: Identity, *, status: str = "", tenant: str = "", size: int = PAGE_SIZE,
+                        page_token: str = "") -> Page:
+        """One page of the caller's tenant's requests, newest first, from where ``page_token``
+        (a ``Page.token``; "" the newest) says. The status goes into the store's query: filtered
+        after, an older pending request behind a page of newer finished ones was listed nowhere.
+        Expired ones are whatever the store holds past its expiry (``expire_if_due``), so for
+        those every request is read and the page may hold fewer than ``size``, even none."""
         if not is_approver(identity):
             raise PermissionDenied("only approvers may list approval requests")
         if tenant and tenant != identity.tenant:
             raise PermissionDenied("approvers see only their own tenant")
         if status and status not in S.__members__.values():
             raise Refusal(Code.INVALID_ARGUMENTS, f"unknown status {status[:32]!r}")
-        # The status goes into the store's query (it reads the newest 500): filtered after, an older
-        # pending request behind 500 newer finished ones was listed nowhere. Expired ones are
-        # whatever the store holds past its expiry (expire_if_due), so those are read unfiltered.
-        stored = await self.store.list_approvals(tenant=identity.tenant, status="" if status == S.EXPIRED else status)
-        recs = [await self.expire_if_due(r) for r in stored]
-        return [r for r in recs if not status or r.status == status]
+        if not 0 < size <= MAX_PAGE_SIZE:
+            raise Refusal(Code.INVALID_ARGUMENTS, f"page_size {size} is out of range: 1 to {MAX_PAGE_SIZE} "
+                          f"(0 asks for {PAGE_SIZE})")
+        try:
+            rows = await self.store.approvals_page(tenant=identity.tenant, status="" if status == S.EXPIRED else status,
+                                                   limit=size, after=_cursor(page_token))
+        except BadCursor:
+            raise Refusal(Code.INVALID_ARGUMENTS, "page_token is not one this gateway gave: list again from the "
+                          "first page (no page_token)") from None
+        listed = [(await self.expire_if_due(rec), cursor) for rec, cursor in rows]
+        return Page([(r, token(c)) for r, c in listed if not status or r.status == status],
+                    token(rows[-1][1]) if len(rows) == size else "")
+
+    async def open_pages(self, identity: Identity, size: int = PAGE_SIZE) -> AsyncIterator[list[ApprovalRecord]]:
+        """Page after page, every request of the caller's tenant still open: pending, or approved
+        and not yet used (what an approver's ``Watch`` starts from). One page is held at a time."""
+        for status in (S.PENDING, S.APPROVED):
+            page_token = ""
+            while True:
+                page = await self.list_page(identity, status=status, size=size, page_token=page_token)
+                yield [rec for rec, _ in page.listed]
+                if not (page_token := page.next_token):
+                    break
 
     def visible(self, identity: Identity, rec: ApprovalRecord) -> bool:
         return rec.tenant == identity.tenant and (is_approver(identity) or is_requester(identity, rec))

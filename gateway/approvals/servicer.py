@@ -4,7 +4,7 @@ Status codes: PERMISSION_DENIED for a role that may not do this (an agent approv
 NOT_FOUND for requests the caller cannot see (the same whether the id exists or not),
 FAILED_PRECONDITION with the stable outcome code as details for refused tokens or finished
 requests, INVALID_ARGUMENT for a malformed approval_id (refused here, before the store) or
-an unknown status, RESOURCE_EXHAUSTED past the limit of open Watch streams.
+an unknown status, a page_size out of range or a page_token it did not give, RESOURCE_EXHAUSTED past the limit of open Watch streams.
 
 A Watch stream sends its headers (initial metadata) once it is live: subscribed and its
 snapshot read. A client that awaits them before acting hears every later change.
@@ -26,8 +26,8 @@ from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.approvals.follow import Follower
 from gateway.approvals.malformed import grant_problem, record_problem, salvaged
-from gateway.approvals.service import (MAX_REASON, ApprovalError, ApprovalService, NotFound, PermissionDenied,
-                                       Refusal, is_approver, is_requester)
+from gateway.approvals.service import (MAX_REASON, PAGE_SIZE, ApprovalError, ApprovalService, NotFound,
+                                       PermissionDenied, Refusal, is_approver, is_requester)
 from gateway.audit import caller_text, escaped
 from gateway.auth import audit_request, require_identity
 from gateway.codes import Code
@@ -40,6 +40,10 @@ _BAD_ID = f"approval_id {APPROVAL_ID_RULE}"
 _METHOD = f"/{pb.DESCRIPTOR.services_by_name['Approvals'].full_name}/"
 """Method names in audit records, as the authentication refusals write them."""
 _WATCH_TICK = 1.0
+_SNAPSHOT_PAGE = 50
+"""Requests read at once for a Watch's snapshot (each may hold 256 KiB of arguments)."""
+LIST_BYTES = 3 * 1024 * 1024
+"""A ``List`` response stops before it would pass this (and holds one request at least)."""
 _WATCH_ALL = "agents may watch only their own request by id"
 
 
@@ -79,10 +83,21 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
         self._watching = Gauge(max_watch_streams)
 
     async def List(self, request: pb.ListApprovalsRequest, context: grpc.aio.ServicerContext) -> pb.ListApprovalsResponse:
+        """A page of ``page_size`` requests, cut short before it passes ``LIST_BYTES``: each may
+        hold arguments of up to ``limits.max_args_bytes``, and a client takes 4 MiB by default."""
         identity = require_identity()
-        listed = self._svc.list(identity, status=request.status, tenant=request.tenant)
-        recs = await self._call(context, identity, "List", None, listed)
-        return pb.ListApprovalsResponse(approvals=[record_to_proto(r, identity) for r in recs])
+        listed = self._svc.list_page(identity, status=request.status, tenant=request.tenant,
+                                     size=request.page_size or PAGE_SIZE, page_token=request.page_token)
+        page = await self._call(context, identity, "List", None, listed)
+        out, size = pb.ListApprovalsResponse(next_page_token=page.next_token), 0
+        for n, (rec, _) in enumerate(page.listed):
+            one = record_to_proto(rec, identity)
+            size += one.ByteSize() + 8  # the field's tag and length
+            if n and size > LIST_BYTES:
+                out.next_page_token = page.listed[n - 1][1]
+                break
+            out.approvals.append(one)
+        return out
 
     async def Get(self, request: pb.GetApprovalRequest, context: grpc.aio.ServicerContext) -> pb.Approval:
         identity, one = require_identity(), request.approval_id
@@ -121,21 +136,37 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
                                refuse_stream_message("Approvals.Watch streams", self._watching.limit))
         try:
             with self._svc.events.subscribe(match) as sub:  # before the snapshot: nothing falls between
-                snapshot = await self._call(context, identity, "Watch", one or None,
-                                            self._svc.get(identity, one) if one else self._svc.list(identity))
-                current = [snapshot] if one else snapshot
                 follower = Follower(self._svc, identity, one, tick=_WATCH_TICK)
-                follower.know(current)
+                snapshot = await self._snapshot(context, identity, one, follower, request.include_current)
                 # the stream is live: a client that awaits the headers (initial metadata) hears
                 # every change made after that, as an event or (include_current) in the snapshot
                 await context.send_initial_metadata(())
-                if request.include_current:
-                    for rec in current:
+                async for page in snapshot:
+                    follower.know(page)  # a state told as current is not heard again as an event
+                    for rec in page:
                         yield pb.ApprovalEvent(type="current", approval=record_to_proto(rec, identity))
                 async for event_type, rec in follower.events(sub):
                     yield pb.ApprovalEvent(type=event_type, approval=record_to_proto(rec, identity))
         finally:
             self._watching.leave()
+
+    async def _snapshot(self, context: grpc.aio.ServicerContext, identity: Identity, one: str, follower: Follower,
+                        include_current: bool) -> AsyncIterator[list[ApprovalRecord]]:
+        """What a Watch starts from, known to ``follower`` before the stream is live (else a change
+        made while it was read would be taken as known and never heard); what it returns are the
+        pages to send as ``current`` once live, each known as it is sent. An approver's stream
+        starts from every request still open, page by page (``open_pages``), and what changed in
+        the last few seconds (``Follower.prime``); a stream by id from its one request."""
+        if one:
+            rec = await self._call(context, identity, "Watch", one, self._svc.get(identity, one))
+            follower.know([rec])
+            return _pages([[rec]] if include_current else [])
+        await follower.prime()
+        if include_current:
+            return self._svc.open_pages(identity, _SNAPSHOT_PAGE)
+        async for page in self._svc.open_pages(identity, _SNAPSHOT_PAGE):
+            follower.know(page)
+        return _pages([])
 
     async def _check_id(self, context: grpc.aio.ServicerContext, identity: Identity, method: str,
                         approval_id: str) -> None:
@@ -171,6 +202,11 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
         audit_request(self._svc.audit, context, _METHOD + method, identity, code, stage="approval", action="refused",
                       reason=escaped(message, MAX_REASON), at=self._svc.clock(), **named)
         await context.abort(status, message if details is None else details)
+
+
+async def _pages(pages: list[list[ApprovalRecord]]) -> AsyncIterator[list[ApprovalRecord]]:
+    for page in pages:
+        yield page
 
 
 def _status(exc: ApprovalError) -> tuple[grpc.StatusCode, str]:

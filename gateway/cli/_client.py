@@ -39,6 +39,10 @@ def add_target_options(p: argparse.ArgumentParser) -> None:
                    help="allow plaintext to a gateway that is not on this machine (the API key travels unencrypted)")
 
 
+_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+"""One approval request may hold arguments past gRPC's default 4 MiB (``limits.max_args_bytes``)."""
+
+
 def channel(ns: argparse.Namespace) -> grpc.Channel:
     """TLS when a CA, ``--tls`` or a client certificate is given; else plaintext, which is only
     for a gateway on this machine (a sidecar on loopback or a Unix socket) unless ``--insecure``:
@@ -48,11 +52,11 @@ def channel(ns: argparse.Namespace) -> grpc.Channel:
     if ns.ca_file or ns.tls or ns.client_cert:
         root, cert = (_tls_file(flag, path) for flag, path in (("--ca-file", ns.ca_file), ("--client-cert", ns.client_cert)))
         key = _client_key(ns.client_key)
-        return grpc.secure_channel(ns.target, grpc.ssl_channel_credentials(root, key, cert))
+        return grpc.secure_channel(ns.target, grpc.ssl_channel_credentials(root, key, cert), options=_OPTIONS)
     if not ns.insecure and not on_this_machine(ns.target):
         raise CliError("insecure_target", f"{ns.target} is not on this machine, and plaintext would send the API key "
                        "unencrypted: give --ca-file (or --tls) to talk TLS, or --insecure to send it anyway")
-    return grpc.insecure_channel(ns.target)
+    return grpc.insecure_channel(ns.target, options=_OPTIONS)
 
 
 def _tls_file(flag: str, path: str) -> bytes | None:

@@ -32,7 +32,7 @@ import os
 import sys
 import time
 import uuid
-from typing import Any
+from typing import Any, Iterator
 
 import grpc
 from cryptography.exceptions import UnsupportedAlgorithm
@@ -64,6 +64,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     verbs = p.add_subparsers(dest="approvals_verb", metavar="VERB")
     v = verbs.add_parser("list", help="list approval requests of your tenant")
     v.add_argument("--status", default="pending", help="pending|approved|rejected|expired|executed|all")
+    v.add_argument("--limit", type=_count, default=500, metavar="N",
+                   help="list at most the newest N (default 500; 0: every one, page by page)")
     v.add_argument("--json", action="store_true", help="print JSON")
     _common(v, run_list)
     v = verbs.add_parser("show", help="show one request: tool, full arguments, reasons, risk, expiry")
@@ -112,18 +114,45 @@ def _stub(ns: argparse.Namespace) -> pb_grpc.ApprovalsStub:
     return pb_grpc.ApprovalsStub(channel(ns))
 
 
+_PAGE = 100
+"""Requests asked for in one ``List`` page."""
+
+
 def run_list(ns: argparse.Namespace) -> int:
-    status = "" if ns.status == "all" else ns.status
+    """Page after page (``--limit``): a response holds what fits in a few MiB of arguments, so
+    lines are printed as pages come; ``--json`` prints one array at the end."""
     try:
-        resp = _stub(ns).List(pb.ListApprovalsRequest(status=status), metadata=metadata(ns), timeout=ns.timeout)
+        if ns.json:
+            print(json.dumps([approval_dict(a) for a in _listed(ns)], indent=2))
+        else:
+            for a in _listed(ns):
+                print(list_line(a), flush=True)
     except grpc.RpcError as exc:
         return report_rpc_error(exc)
-    if ns.json:
-        print(json.dumps([approval_dict(a) for a in resp.approvals], indent=2))
-        return 0
-    for a in resp.approvals:
-        print(list_line(a))
     return 0
+
+
+def _listed(ns: argparse.Namespace) -> Iterator[pb.Approval]:
+    """The newest ``ns.limit`` requests with ``ns.status`` (0: all), as the gateway pages them."""
+    stub, status, token, left = _stub(ns), ("" if ns.status == "all" else ns.status), "", ns.limit or None
+    while left is None or left > 0:
+        resp = stub.List(pb.ListApprovalsRequest(status=status, page_size=min(_PAGE, left or _PAGE), page_token=token),
+                         metadata=metadata(ns), timeout=ns.timeout)
+        yield from resp.approvals[:left]
+        left = None if left is None else left - len(resp.approvals)
+        token = resp.next_page_token
+        if not token:
+            return
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of requests (0: every one)")
+    return value
 
 
 def run_show(ns: argparse.Namespace) -> int:

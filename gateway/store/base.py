@@ -138,6 +138,19 @@ class ApprovalStore(Protocol):
         """Newest first; "" matches any tenant / status."""
         ...
 
+    async def approvals_page(
+        self, *, tenant: str, status: str = "", limit: int = 100, after: str = ""
+    ) -> list[tuple[ApprovalRecord, str]]:
+        """One page of the tenant's requests ("" status: any), newest first, at most ``limit``,
+        each with the cursor just past it; ``after`` a cursor: the page that follows it (more may
+        follow only a full page). A cursor that does not parse raises ``_pages.BadCursor``."""
+        ...
+
+    async def count_pending_approvals(self, *, after: float, until: float) -> int:
+        """How many pending requests, of every tenant, have an expiry that is a number past
+        ``after`` and at most ``until``: counted in the store, no record read out of it."""
+        ...
+
     async def pending_approvals(self, *, tenant: str, request_key: str, limit: int = 5) -> list[ApprovalRecord]:
         """The tenant's pending requests whose ``request_key`` (stored with the record when it was
         created) is this one, newest first: found by index, whatever else the tenant has pending."""

@@ -52,6 +52,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool
 
+from gateway.store._pages import ORDER, Listed, page_where, postgres_after, postgres_cursor
 from gateway.store._records import changed_record, load_row, transition_changes
 from gateway.store.base import (
     RECENT_SECONDS,
@@ -284,6 +285,24 @@ class PostgresStore:
                 {"t": tenant, "s": str(status), "n": limit},
             )).fetchall()
         return [load_row(*r) for r in rows]
+
+    async def approvals_page(self, *, tenant: str, status: str = "", limit: int = 100, after: str = "") -> list[Listed]:
+        where, params = page_where(tenant, status, after, mark="%s", parse=postgres_after)
+        if any(_NUL in p for p in params if isinstance(p, str)):
+            return []
+        async with self._connection() as conn:
+            rows = await (await conn.execute(
+                f"SELECT {_ROW} FROM approvals WHERE {where} {ORDER} LIMIT %s", (*params, limit),
+            )).fetchall()
+        return [(load_row(*r), postgres_cursor(r[4], r[1])) for r in rows]
+
+    async def count_pending_approvals(self, *, after: float, until: float) -> int:
+        expiry = "CASE WHEN json_typeof(record -> 'expires_at') = 'number' THEN (record ->> 'expires_at')::numeric END"
+        async with self._connection() as conn:  # numeric: a damaged 1e400 is a number float8 refuses
+            row = await (await conn.execute(
+                f"SELECT COUNT(*) FROM approvals WHERE status = %s AND {expiry} > %s AND {expiry} <= %s",
+                (str(ApprovalStatus.PENDING), after, until))).fetchone()
+        return int(row[0])
 
     async def pending_approvals(self, *, tenant: str, request_key: str, limit: int = 5) -> list[ApprovalRecord]:
         if _NUL in tenant or _NUL in request_key:

@@ -76,4 +76,10 @@ POSTGRES: tuple[Migration, ...] = (
         ("ALTER TABLE approvals ADD COLUMN IF NOT EXISTS request_key TEXT",
          "CREATE INDEX IF NOT EXISTS approvals_tenant_request ON approvals(tenant, request_key)"),
     ),
+    Migration(
+        7,
+        "approval requests indexed in the order they are listed, page by page: a tenant's newest first",
+        ("CREATE INDEX IF NOT EXISTS approvals_tenant_created ON approvals(tenant, created_at, approval_id)",
+         "CREATE INDEX IF NOT EXISTS approvals_tenant_status_created ON approvals(tenant, status, created_at, approval_id)"),
+    ),
 )

@@ -232,18 +232,24 @@ class Approval(_message.Message):
     def __init__(self, approval_id: _Optional[str] = ..., status: _Optional[str] = ..., tenant: _Optional[str] = ..., agent: _Optional[str] = ..., user: _Optional[str] = ..., run_id: _Optional[str] = ..., step: _Optional[int] = ..., tool: _Optional[str] = ..., tool_version: _Optional[str] = ..., args_json: _Optional[bytes] = ..., args_hash: _Optional[str] = ..., reasons: _Optional[_Iterable[str]] = ..., groups_any: _Optional[_Iterable[str]] = ..., quorum: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., approvers: _Optional[_Iterable[str]] = ..., rejection_reason: _Optional[str] = ..., risk: _Optional[_Union[Risk, _Mapping]] = ..., grant: _Optional[str] = ..., decision_id: _Optional[str] = ..., audience: _Optional[str] = ..., damage: _Optional[str] = ...) -> None: ...
 
 class ListApprovalsRequest(_message.Message):
-    __slots__ = ("status", "tenant")
+    __slots__ = ("status", "tenant", "page_size", "page_token")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     status: str
     tenant: str
-    def __init__(self, status: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, status: _Optional[str] = ..., tenant: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListApprovalsResponse(_message.Message):
-    __slots__ = ("approvals",)
+    __slots__ = ("approvals", "next_page_token")
     APPROVALS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     approvals: _containers.RepeatedCompositeFieldContainer[Approval]
-    def __init__(self, approvals: _Optional[_Iterable[_Union[Approval, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, approvals: _Optional[_Iterable[_Union[Approval, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class GetApprovalRequest(_message.Message):
     __slots__ = ("approval_id",)

@@ -1,0 +1,45 @@
+"""``Store.count_pending_approvals`` (the ``toolgate_approvals_pending`` gauge): pending requests
+of every tenant whose expiry is still ahead, counted in the store; a damaged expiry (no number,
+out of range) is past, as ``gateway.approvals.malformed.past_expiry`` has it."""
+
+from __future__ import annotations
+
+import psycopg
+
+from gateway.metrics import LATEST_EXPIRY
+from gateway.approvals.malformed import MAX_TIME
+from gateway.store.base import ApprovalStatus
+from tests.store._records import T0, record
+
+S = ApprovalStatus
+
+
+def _damage(make_store, store, approval_id: str, expiry_json: str) -> None:
+    """The stored record with ``expires_at`` written as the JSON text ``expiry_json``."""
+    if make_store.kind == "sqlite":
+        store.db.execute("UPDATE approvals SET record = json_set(record, '$.expires_at', json(?)) WHERE approval_id=?",
+                         (expiry_json, approval_id))
+        return
+    with psycopg.connect(make_store.dsn) as conn:  # json, not jsonb: the text is kept as written
+        text = conn.execute("SELECT record::text FROM approvals WHERE approval_id = %s", (approval_id,)).fetchone()[0]
+        head, _, tail = text.partition('"expires_at":')
+        rest = tail.lstrip()
+        end = min(i for i in (rest.find(","), rest.find("}")) if i >= 0)
+        conn.execute("UPDATE approvals SET record = %s::json WHERE approval_id = %s",
+                     (f'{head}"expires_at": {expiry_json}{rest[end:]}', approval_id))
+
+
+async def test_counts_pending_unexpired_requests_of_every_tenant(make_store):
+    store = make_store()
+    now = T0 + 100
+    await store.create_approval(record("open", expires_at=now + 600))
+    await store.create_approval(record("open-elsewhere", tenant="globex", expires_at=now + 5))
+    await store.create_approval(record("past", expires_at=now - 1))
+    await store.create_approval(record("at-now", expires_at=now))
+    await store.create_approval(record("rejected", expires_at=now + 600))
+    await store.transition_approval("rejected", from_status=S.PENDING, to_status=S.REJECTED, now=now)
+    for n, damage in enumerate(['"tomorrow"', "1e400", "null", "[1]", str(MAX_TIME + 1)]):
+        await store.create_approval(record(f"damaged-{n}", expires_at=now + 600))
+        _damage(make_store, store, f"damaged-{n}", damage)
+    assert await store.count_pending_approvals(after=now, until=LATEST_EXPIRY) == 2
+    assert LATEST_EXPIRY == MAX_TIME

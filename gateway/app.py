@@ -107,7 +107,10 @@ class GatewayApp:
         if self._sweeper is None:
             self._sweeper = asyncio.get_running_loop().create_task(sweep_forever(), name="toolgate-claim-sweeper")
 
-    async def close(self) -> None:
+    async def close(self, grace: float = 5.0) -> None:
+        """Close everything, once the calls still in flight have ended or been stopped (``grace``:
+        ``Pipeline.drain``)."""
+        await self.pipeline.drain(grace)
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)

@@ -91,8 +91,8 @@ class Pipeline:
         self.executor = executor
         self.in_flight = Gauge(config.limits.max_concurrent_calls)
         """Calls in this process past authentication (``gateway.edge_limits``)."""
-        self.stopping = False
-        """Set when the server stops: a call cancelled then stops its tool (``_execute``)."""
+        self._runs: set[asyncio.Future[Observation]] = set()
+        """Tools running, whether or not their caller is still there (``drain``)."""
 
     async def execute(self, identity: Identity, call: ToolCall) -> CallResult:
         c = _Call(CallContext(new_decision_id(), identity, call, time.monotonic()))
@@ -122,6 +122,25 @@ class Pipeline:
                 await self._finish(c, result)
             finally:
                 self.in_flight.leave()
+
+    async def drain(self, grace: float) -> None:
+        """At shutdown, once the server has stopped and before the store and the audit log close:
+        wait up to ``grace`` seconds for the calls still in flight, then stop their tools and wait
+        as long again for each to write its result. A tool whose caller went away runs to its end
+        off any RPC, so the server's own grace never waited for it: the log and the store were
+        closed under it, its result never written and its claim left running."""
+        await self._settled(grace)
+        for run in list(self._runs):
+            run.cancel()
+        if not await self._settled(grace):
+            log.warning("calls_cut_off", in_flight=self.in_flight.open)
+
+    async def _settled(self, seconds: float) -> bool:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while self.in_flight.open and loop.time() < end:
+            await asyncio.sleep(0.02)
+        return not self.in_flight.open
 
     async def _run(self, c: _Call) -> CallResult:
         ctx = c.ctx
@@ -232,14 +251,13 @@ class Pipeline:
         # away: its outcome is what is stored under the call's key, not "cancelled", which a retry
         # would be told for a side effect that happened.
         run = asyncio.ensure_future(self._run_tool(c))
+        self._runs.add(run)
+        run.add_done_callback(self._runs.discard)
         cancelled = False
         while not run.done():
             try:
                 await asyncio.shield(run)
-            except asyncio.CancelledError:
-                if self.stopping:  # the gateway is shutting down past its grace: the tool is stopped too
-                    run.cancel()
-                    raise
+            except asyncio.CancelledError:  # the caller went away, or the server stopped: ``drain`` stops it
                 cancelled = True
         observation = run.result()
         if cancelled:

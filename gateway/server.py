@@ -133,9 +133,8 @@ async def serve(config: Config, address: str | None = None, *, ready=None, worke
     finally:
         if watcher:
             watcher.cancel()
-        app.pipeline.stopping = True  # past the grace, a call in flight stops its tool too
         await server.stop(grace=5)
-        await app.close()
+        await app.close(grace=5)  # the calls still running, their caller gone or cut off: Pipeline.drain
 
 
 async def _watch_policy(app: GatewayApp, interval: float = 2.0, settle: float = 0.25) -> None:

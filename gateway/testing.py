@@ -49,9 +49,8 @@ class RunningGateway:
     app: Any
 
     async def stop(self) -> None:
-        self.app.pipeline.stopping = True
         await self.server.stop(grace=1)
-        await self.app.close()
+        await self.app.close(grace=1)
 
 
 async def start_gateway(config: Config | str | os.PathLike[str], *, data_dir: str | os.PathLike[str] | None = None) -> RunningGateway:

@@ -70,6 +70,7 @@ def _tool_info(tool: Any) -> pb.ToolInfo:
         input_schema_json=tool.schema_json,
         risk=pb.Risk(**c.risk.model_dump()),
         labels=c.labels,
+        timeout_seconds=c.timeout_seconds,
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from datetime import datetime, timezone
 from typing import Any
 
@@ -73,6 +73,7 @@ def tool_from_proto(msg: pb.ToolInfo) -> ToolSpec:
         risk=risk,
         version=msg.version,
         labels=tuple(msg.labels),
+        timeout_seconds=msg.timeout_seconds if msg.timeout_seconds > 0 else None,
     )
 
 
@@ -229,6 +230,30 @@ async def _atranslated(transport: AsyncGrpcTransport) -> AsyncIterator[None]:
 # ---------------------------------------------------------------- transports
 
 
+class _Deadlines:
+    """How long an ExecuteTool call may take: the transport's ``timeout`` and as long as the
+    gateway lets the tool run (``ToolInfo.timeout_seconds``, learnt from each tool list; a
+    transport that has none asks for one before its first call). With the ``timeout`` alone
+    a tool allowed to run longer was cut off by the deadline while the gateway still ran it,
+    and its answer, whatever it was, was lost (``GatewayTimeoutError``)."""
+
+    def __init__(self, timeout: float) -> None:
+        self._timeout = timeout
+        self._tools: dict[str, float] | None = None
+
+    @property
+    def known(self) -> bool:
+        return self._tools is not None
+
+    def learn(self, tools: list[ToolSpec]) -> list[ToolSpec]:
+        self._tools = {t.name: t.timeout_seconds for t in tools if t.timeout_seconds}
+        return tools
+
+    def of(self, tool: str) -> float:
+        return self._timeout + (self._tools or {}).get(tool, 0.0)
+
+
+
 class GrpcTransport:
     """Synchronous transport over a gRPC channel (plaintext unless ``credentials`` given)."""
 
@@ -240,6 +265,7 @@ class GrpcTransport:
         self._approvals = pb_grpc.ApprovalsStub(self._channel)
         self._metadata = (("x-api-key", api_key),)
         self._timeout = timeout
+        self._deadlines = _Deadlines(timeout)
         self._closed = False
 
     def _opts(self, timeout: float | None = None) -> dict[str, Any]:
@@ -248,11 +274,14 @@ class GrpcTransport:
     def list_tools(self) -> list[ToolSpec]:
         with _translated(self):
             resp = self._tools.ListTools(pb.ListToolsRequest(), **self._opts())
-        return [tool_from_proto(t) for t in resp.tools]
+        return self._deadlines.learn([tool_from_proto(t) for t in resp.tools])
 
     def execute(self, request: ExecuteRequest) -> ToolResult:
+        if not self._deadlines.known:
+            with suppress(ToolgateClientError):  # then the call says what is wrong
+                self.list_tools()
         with _translated(self):
-            resp = self._tools.ExecuteTool(request_to_proto(request), **self._opts())
+            resp = self._tools.ExecuteTool(request_to_proto(request), **self._opts(self._deadlines.of(request.tool)))
         return result_from_proto(request.tool, resp)
 
     def get_approval(self, approval_id: str) -> Approval:
@@ -283,6 +312,7 @@ class AsyncGrpcTransport:
         self._approvals = pb_grpc.ApprovalsStub(self._channel)
         self._metadata = (("x-api-key", api_key),)
         self._timeout = timeout
+        self._deadlines = _Deadlines(timeout)
         self._closed = False
 
     def _opts(self, timeout: float | None = None) -> dict[str, Any]:
@@ -291,11 +321,15 @@ class AsyncGrpcTransport:
     async def list_tools(self) -> list[ToolSpec]:
         async with _atranslated(self):
             resp = await self._tools.ListTools(pb.ListToolsRequest(), **self._opts())
-        return [tool_from_proto(t) for t in resp.tools]
+        return self._deadlines.learn([tool_from_proto(t) for t in resp.tools])
 
     async def execute(self, request: ExecuteRequest) -> ToolResult:
+        if not self._deadlines.known:
+            with suppress(ToolgateClientError):  # then the call says what is wrong
+                await self.list_tools()
         async with _atranslated(self):
-            resp = await self._tools.ExecuteTool(request_to_proto(request), **self._opts())
+            resp = await self._tools.ExecuteTool(request_to_proto(request),
+                                                 **self._opts(self._deadlines.of(request.tool)))
         return result_from_proto(request.tool, resp)
 
     async def get_approval(self, approval_id: str) -> Approval:

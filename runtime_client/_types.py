@@ -26,6 +26,8 @@ class ToolSpec:
     risk: Risk = field(default_factory=Risk)
     version: str = ""
     labels: tuple[str, ...] = ()
+    timeout_seconds: float | None = None
+    """The longest the gateway lets it run (None: not said)."""
 
     @property
     def read_only(self) -> bool:

@@ -3,8 +3,9 @@
 Status codes: PERMISSION_DENIED for a role that may not do this (an agent approving),
 NOT_FOUND for requests the caller cannot see (the same whether the id exists or not),
 FAILED_PRECONDITION with the stable outcome code as details for refused tokens or finished
-requests, INVALID_ARGUMENT for a malformed approval_id (refused here, before the store) or
-an unknown status, a page_size out of range or a page_token it did not give, RESOURCE_EXHAUSTED past the limit of open Watch streams.
+requests, INVALID_ARGUMENT for a malformed approval_id (refused here, before the store), an
+unknown status, a page_size out of range or a page_token it did not give, RESOURCE_EXHAUSTED
+past the limit of open Watch streams.
 
 A Watch stream sends its headers (initial metadata) once it is live: subscribed and its
 snapshot read. A client that awaits them before acting hears every later change.

@@ -53,3 +53,16 @@ def checkpoints(tmp_path) -> SQLiteCheckpoints:
 @pytest.fixture
 def memory_checkpoints() -> MemoryCheckpoints:
     return MemoryCheckpoints()
+
+
+@pytest.fixture
+async def running(tmp_path):
+    """A real gateway (demo config plus test tools) on 127.0.0.1 port 0."""
+    from gateway.testing import start_gateway
+    from tests.conftest import demo_config
+
+    running = await start_gateway(demo_config(tmp_path))
+    try:
+        yield running
+    finally:
+        await running.stop()

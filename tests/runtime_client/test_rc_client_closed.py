@@ -17,18 +17,9 @@ from runtime_client._grpc import AsyncGrpcTransport, GrpcTransport
 
 gateway_testing = pytest.importorskip("gateway.testing")
 
-from tests.conftest import AGENT_KEY, demo_config  # noqa: E402
+from tests.conftest import AGENT_KEY  # noqa: E402
 
 IN_FLIGHT = 0.5  # seconds to let a call reach the gateway before closing under it
-
-
-@pytest.fixture
-async def running(tmp_path):
-    running = await gateway_testing.start_gateway(demo_config(tmp_path))
-    try:
-        yield running
-    finally:
-        await running.stop()
 
 
 def assert_closed(exc: pytest.ExceptionInfo[ClientClosedError]) -> None:

@@ -32,7 +32,7 @@ from gateway.approvals.service import (MAX_REASON, PAGE_SIZE, ApprovalError, App
 from gateway.audit import caller_text, escaped
 from gateway.auth import audit_request, require_identity
 from gateway.codes import Code
-from gateway.edge_limits import Gauge, refuse_stream_message
+from gateway.edge_limits import TenantGauge, refuse_stream_message
 from gateway.models import APPROVAL_ID, APPROVAL_ID_RULE, Identity
 from gateway.servicer import timestamp
 from gateway.store.base import ApprovalRecord
@@ -51,7 +51,9 @@ _WATCH_ALL = "agents may watch only their own request by id"
 def add_approvals_service(server: Any, app: Any) -> None:
     service = getattr(app.approvals, "service", None)
     if isinstance(service, ApprovalService):
-        pb_grpc.add_ApprovalsServicer_to_server(ApprovalsServicer(service, app.config.limits.max_watch_streams), server)
+        limits = app.config.limits
+        servicer = ApprovalsServicer(service, limits.max_watch_streams, limits.max_watch_streams_per_tenant)
+        pb_grpc.add_ApprovalsServicer_to_server(servicer, server)
 
 
 def record_to_proto(rec: ApprovalRecord, identity: Identity) -> pb.Approval:
@@ -79,9 +81,9 @@ def _ts(epoch: float) -> Any:
 
 
 class ApprovalsServicer(pb_grpc.ApprovalsServicer):
-    def __init__(self, service: ApprovalService, max_watch_streams: int = 1024) -> None:
+    def __init__(self, service: ApprovalService, max_watch_streams: int = 1024, per_tenant: int = 256) -> None:
         self._svc = service
-        self._watching = Gauge(max_watch_streams)
+        self._watching = TenantGauge(max_watch_streams, per_tenant)
 
     async def List(self, request: pb.ListApprovalsRequest, context: grpc.aio.ServicerContext) -> pb.ListApprovalsResponse:
         """A page of ``page_size`` requests, cut short before it passes ``LIST_BYTES``: each may
@@ -131,10 +133,12 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
         def match(rec: ApprovalRecord) -> bool:
             return (not one or rec.approval_id == one) and self._svc.visible(identity, rec)
 
-        if not self._watching.enter():
+        if full := self._watching.enter_for(identity.tenant):
+            message = (refuse_stream_message("Approvals.Watch streams", self._watching.limit) if full == "process"
+                       else f"{self._watching.per_tenant} Approvals.Watch streams are open for your tenant on this "
+                       "gateway process, its share (limits.max_watch_streams_per_tenant): close one or retry later")
             await self._refuse(context, identity, "Watch", one or None, Code.CONCURRENCY_LIMITED,
-                               grpc.StatusCode.RESOURCE_EXHAUSTED,
-                               refuse_stream_message("Approvals.Watch streams", self._watching.limit))
+                               grpc.StatusCode.RESOURCE_EXHAUSTED, message)
         try:
             with self._svc.events.subscribe(match) as sub:  # before the snapshot: nothing falls between
                 follower = Follower(self._svc, identity, one, tick=_WATCH_TICK)
@@ -149,7 +153,7 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
                 async for event_type, rec in follower.events(sub):
                     yield pb.ApprovalEvent(type=event_type, approval=record_to_proto(rec, identity))
         finally:
-            self._watching.leave()
+            self._watching.leave_for(identity.tenant)
 
     async def _snapshot(self, context: grpc.aio.ServicerContext, identity: Identity, one: str, follower: Follower,
                         include_current: bool) -> AsyncIterator[list[ApprovalRecord]]:

@@ -73,6 +73,11 @@ async def _call_decide(decide: Decide, state: AgentState, context: Context) -> A
     return await out if inspect.isawaitable(out) else out
 
 
+def _stopped_why(reason: StopReason) -> str:
+    return ("the run paused for approval of an earlier call" if reason is StopReason.AWAITING_APPROVAL
+            else f"the run stopped ({reason.value})")
+
+
 def _describe(decision: Decision) -> dict[str, Any]:
     if isinstance(decision, ToolCalls):
         return {"kind": "tool_calls", "tools": [c.name for c in decision.calls]}
@@ -87,6 +92,7 @@ class _Runner:
         self.log, self.decide, self.gateway, self.store = log, decide, gateway, store
         self.tracer, self.cfg, self.stop_on_tool_error = tracer, cfg, stop_on_tool_error
         self.budget = log.state.max_steps
+        self.calls_per_step = log.state.max_calls_per_step
         self.tools: dict[str, ToolSpec] = {}
         self.listed = False
 
@@ -200,22 +206,27 @@ class _Runner:
             await self._run_calls(step, calls)
 
     async def _run_calls(self, step: int, calls: tuple[ToolCall, ...]) -> None:
-        planned = plan(self.state.run_id, step, calls)
+        """The decision's calls, at most ``max_calls_per_step`` of them: a decision of thousands
+        of calls ran them all in one step (and the read-only ones all at once), whatever the
+        budget; those past the limit are not run, and the model is told."""
+        planned = plan(self.state.run_id, step, calls[:self.calls_per_step])
         for batch in batches(planned, self.tools):
             if self.state.stop_reason is not None:
                 for p in batch:
-                    self._not_run(step, p.call, self.state.stop_reason)
+                    self._not_run(step, p.call, self.state.stop_reason.value, _stopped_why(self.state.stop_reason))
                 continue
             outcomes = await run_batch(self.gateway, self.state.run_id, step, batch)
             self.settle(step, [self.handle(step, o) for o in outcomes])
+        for call in calls[self.calls_per_step:]:
+            self._not_run(step, call, "max_calls_per_step", f"a decision may make at most {self.calls_per_step} "
+                          "tool calls (max_calls_per_step)")
 
-    def _not_run(self, step: int, call: ToolCall, reason: StopReason) -> None:
-        """A call of the decision that the batch before it kept from running. The model is
-        told, as it is told every call's result, so no call it issued goes unanswered."""
-        why = ("the run paused for approval of an earlier call" if reason is StopReason.AWAITING_APPROVAL
-               else f"the run stopped ({reason.value})")
+    def _not_run(self, step: int, call: ToolCall, reason: str, why: str) -> None:
+        """A call of the decision that was not run: the batch before it stopped or paused the
+        run, or it was past the step's limit. The model is told, as it is told every call's
+        result, so no call it issued goes unanswered."""
         self.observe(step, "runtime", f"{call.name} not run: {why}", tool=call.name, code="not_run",
-                     status="skipped", data={"input": call.input, "reason": reason.value})
+                     status="skipped", data={"input": call.input, "reason": reason})
         shown = render_tool_output(call.input)
         shown = shown if len(shown) <= MAX_SHOWN_INPUT else shown[:MAX_SHOWN_INPUT] + "…"
         self.log.record("message_added", role="assistant", content=f"[runtime] {call.name} {shown} "

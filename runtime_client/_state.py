@@ -72,6 +72,8 @@ class AgentState(_Model):
     goal: str
     steps: int = 0
     max_steps: int = Field(default=10, ge=1)
+    max_calls_per_step: int = Field(default=16, ge=1)
+    """Tool calls one decision may make; those past it are not run (the model is told)."""
     observations: list[StepObservation] = Field(default_factory=list)
     tools_called: list[str] = Field(default_factory=list)
     stop_reason: StopReason | None = None

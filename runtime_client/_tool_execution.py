@@ -1,7 +1,7 @@
 """Running the tool calls of one decision through the gateway.
 
 Consecutive read-only calls (risk side_effect none/read, as ListTools reports) form one
-batch run with ``asyncio.gather``; every other call (writes, unknown tools) is a batch of
+batch run together, ``MAX_PARALLEL_CALLS`` at a time; every other call (writes, unknown tools) is a batch of
 its own, so writes run one at a time and in order.
 
 When several calls of one batch each want to stop the run, ``winning_halt`` picks the stop
@@ -95,8 +95,18 @@ async def call_one(gateway: AsyncGatewayClient, run_id: str, step: int, p: Plann
         return CallOutcome(p, None, exc)
 
 
+MAX_PARALLEL_CALLS = 8
+"""Calls of one read-only batch in flight at once."""
+
+
 async def run_batch(gateway: AsyncGatewayClient, run_id: str, step: int,
                     batch: list[PlannedCall]) -> list[CallOutcome]:
     if len(batch) == 1:
         return [await call_one(gateway, run_id, step, batch[0])]
-    return list(await asyncio.gather(*(call_one(gateway, run_id, step, p) for p in batch)))
+    slots = asyncio.Semaphore(MAX_PARALLEL_CALLS)
+
+    async def bounded(p: PlannedCall) -> CallOutcome:
+        async with slots:
+            return await call_one(gateway, run_id, step, p)
+
+    return list(await asyncio.gather(*(bounded(p) for p in batch)))

@@ -44,7 +44,9 @@ Decide = Callable[..., Any]
 """``decide(state)`` or ``decide(state, context)``, sync or async, returning a decision."""
 
 _UNSET: Any = object()
-BLOCKING_CODES = frozenset({"rate_limited", "concurrency_limited", "approval_pending"})
+BLOCKING_CODES = frozenset({"rate_limited", "concurrency_limited", "approval_pending", "approval_expired"})
+"""Refusals that stop a run ``blocked``: it may go on once something outside it changes (an
+expired approval or grant: a new approval)."""
 MAX_SHOWN_INPUT = 300
 """Characters of a call's input quoted back to the model in a ``not_run`` note."""
 

@@ -65,6 +65,11 @@ class LifetimeRejected(TokenRejected):
         self.max_lifetime = max_lifetime
 
 
+class TokenExpired(TokenRejected):
+    """The token's ``exp`` (and the skew) has passed. Raised only once the signature verified;
+    as opaque as its parent unless a caller says so (a grant: ``approval_expired``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Expected:
     """What a token must be bound to: the approval request it is for (and its grant rules)."""
@@ -186,7 +191,7 @@ def _check_time(c: dict[str, Any], now: int, limits: Limits) -> None:
     if c["exp"] <= c["iat"] or c["exp"] - c["iat"] > limits.max_lifetime:
         raise LifetimeRejected(c["exp"] - c["iat"], limits.max_lifetime)
     if now >= c["exp"] + limits.skew:
-        raise TokenRejected(f"expired at {c['exp']} (now {now}, skew {limits.skew})")
+        raise TokenExpired(f"expired at {c['exp']} (now {now}, skew {limits.skew})")
     not_before = max(c["iat"], c.get("nbf", c["iat"]))
     if not_before > now + limits.skew:
         raise TokenRejected(f"not valid before {not_before} (now {now}, skew {limits.skew})")

@@ -226,3 +226,21 @@ async def test_an_approval_id_that_fails_verification_is_audited_whole(gw) -> No
     assert resp.code == "invalid_approval", resp
     [failed] = [r for r in audit(running) if r.get("action") == "verification_failed"]
     assert failed["approval_id"] == approval_id
+
+
+async def test_a_grant_used_after_its_ttl_is_approval_expired_and_says_to_ask_again(gw) -> None:
+    """The request is still approved (its own expiry is later) but the grant's ``exp`` has passed:
+    ``approval_expired`` with what to do, not the opaque ``invalid_approval`` a forged grant gets."""
+    running, c = gw
+    a, grant = await _granted(c)
+    service = running.app.approvals.service
+    late = a.created_at.seconds + service.settings.grant_ttl_seconds + service.settings.clock_skew_seconds + 1
+    assert late < a.expires_at.seconds
+    service.clock = lambda: float(late)
+    for fields in ({"approval_grant": grant}, {"approval_id": a.approval_id}):
+        resp = await c.call("count_write", ARGS, **fields)
+        assert resp.code == "approval_expired", resp
+        assert "grant for approval" in " ".join(resp.refused.reasons) and "ask for a new approval" in " ".join(resp.refused.reasons)
+    assert calls_recorded(sandbox(running), "count_write") == 0
+    forged = grant[:-4] + ("AAAA" if not grant.endswith("AAAA") else "BBBB")
+    assert (await c.call("count_write", ARGS, approval_grant=forged)).code == "invalid_approval"

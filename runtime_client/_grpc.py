@@ -130,11 +130,13 @@ def result_from_proto(tool: str, msg: pb.ToolCallResponse) -> ToolResult:
 
 
 def approval_from_proto(msg: pb.Approval) -> Approval:
+    args, damage = _approval_args(msg)
     return Approval(
         approval_id=msg.approval_id,
         status=msg.status,
         tool=msg.tool,
-        args=_json(msg.args_json, {}),
+        args=args,
+        damage=damage,
         args_hash=msg.args_hash,
         run_id=msg.run_id,
         step=msg.step,
@@ -150,6 +152,20 @@ def approval_from_proto(msg: pb.Approval) -> Approval:
         created_at=_time(msg.created_at),
         expires_at=_time(msg.expires_at),
     )
+
+
+def _approval_args(msg: pb.Approval) -> tuple[dict[str, Any], str]:
+    """The request's arguments and what the gateway says is damaged in it. Arguments that are no
+    JSON object (a damaged store: the gateway sends them as stored) are ``{}`` and named in
+    ``damage``: a malformed response error here kept a run from learning its request's status,
+    so no resume could go on, not even to hear that it was rejected."""
+    try:
+        args = json.loads(msg.args_json) if msg.args_json else {}
+    except ValueError:  # also not UTF-8
+        args = None
+    if not isinstance(args, dict):
+        return {}, msg.damage or "args_json: not a JSON object"
+    return args, msg.damage
 
 
 def event_from_proto(msg: pb.ApprovalEvent) -> ApprovalEvent:

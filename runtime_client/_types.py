@@ -161,6 +161,10 @@ class Approval:
     decision_id: str = ""
     created_at: datetime | None = None
     expires_at: datetime | None = None
+    damage: str = ""
+    """Set when the gateway could not read the stored request whole (a damaged store): what is
+    wrong. Such a request may be rejected, never approved; its ``args`` are ``{}`` when they are
+    no JSON object."""
 
     @property
     def final(self) -> bool:

@@ -8,7 +8,7 @@ gateway cannot read exactly as specified denies.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
@@ -45,8 +45,9 @@ class _Strict(BaseModel):
 class ApprovalRequirement(_Strict):
     """Who must approve before a ``require_approval`` call may run."""
 
-    groups_any: list[str] = Field(min_length=1)
-    """Approvers must belong to at least one of these groups."""
+    groups_any: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
+    """Approvers must belong to at least one of these groups (no group is named ""; a request
+    for one could never be approved, and waited out its time-to-live unsaid)."""
     quorum: int = Field(default=1, ge=1, le=10)
     """Distinct approvers needed."""
     ttl_seconds: int = Field(default=900, ge=1, le=86400)

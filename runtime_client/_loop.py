@@ -29,7 +29,9 @@ from runtime_client._context import (
 from runtime_client._decisions import (
     Answer, AskHuman, Decision, InvalidDecision, Stop, ToolCall, ToolCalls, parse_decision,
 )
-from runtime_client._errors import ApprovalTimeoutError, ModelOutputError, ToolgateClientError
+from runtime_client._errors import (
+    ApprovalTimeoutError, CheckpointNotFoundError, ModelOutputError, ToolgateClientError,
+)
 from runtime_client._events import Event, EventLog
 from runtime_client._state import AgentState, PendingApproval, StopReason
 from runtime_client._tool_execution import (
@@ -384,10 +386,24 @@ async def run_agent(state: AgentState, decide: Decide, gateway: AsyncGatewayClie
         raise TypeError("state must be an AgentState")
     if state.stop_reason is not None:
         raise ValueError(f"run {state.run_id} already stopped ({state.stop_reason}); use resume()")
-    runner = _Runner(EventLog.start(state), decide, gateway, _store(checkpoints),
+    store = _store(checkpoints)
+    if store is not None and _checkpointed(store, state.run_id):
+        # its calls' idempotency keys (run id, step, index) are the first run's: the gateway would
+        # answer them with that run's stored outcomes (replayed), not run them
+        raise ValueError(f"run {state.run_id} is in the checkpoint store already: resume() it, or start "
+                         "a new run with a new run_id")
+    runner = _Runner(EventLog.start(state), decide, gateway, store,
                      tracer or Tracer(), context, stop_on_tool_error)
     await runner.run()
     return runner.result()
+
+
+def _checkpointed(store: CheckpointStore, run_id: str) -> bool:
+    try:
+        store.load(run_id)
+    except CheckpointNotFoundError:
+        return False
+    return True
 
 
 async def resume(run_id: str, decide: Decide, gateway: AsyncGatewayClient, *,

@@ -39,9 +39,20 @@ def state(rec: ApprovalRecord) -> State:
     return (str(rec.status), tuple(approvers), rec.grant_jti)
 
 
+_RANK = {str(ApprovalStatus.PENDING): 0, str(ApprovalStatus.APPROVED): 1}
+
+
+def progress(known: State) -> tuple[int, int]:
+    """How far a request has come: pending, approved, then final; votes within pending. A
+    request only moves forward, so a state behind the one known is an old one seen late."""
+    return _RANK.get(known[0], 2), len(known[1])
+
+
 def change_event(before: State | None, rec: ApprovalRecord) -> str | None:
-    """The event a watcher hears about ``rec`` when it last knew ``before`` (None: never)."""
-    if before == state(rec):
+    """The event a watcher hears about ``rec`` when it last knew ``before`` (None: never): none
+    for the same state, or one behind it (an event queued before a snapshot that showed the
+    newer state, or a read that began before a write it raced)."""
+    if before == state(rec) or (before is not None and progress(state(rec)) < progress(before)):
         return None
     if rec.status is ApprovalStatus.PENDING:
         return "requested" if before is None else "approved"
@@ -98,10 +109,13 @@ class Follower:
             self._expires[rec.approval_id] = rec.expires_at
 
     def _first_word(self, rec: ApprovalRecord) -> bool:
-        """An in-process event is heard unless a store read already told this very state."""
-        told = self._known.get(rec.approval_id) == (state(rec), True)
+        """An in-process event is heard unless a store read (or the snapshot) already told this
+        very state, or a later one."""
+        known = self._known.get(rec.approval_id)
+        if known is not None and (known == (state(rec), True) or progress(state(rec)) < progress(known[0])):
+            return False
         self._learn(rec, told=False)
-        return not told
+        return True
 
     async def _read(self) -> list[tuple[str, ApprovalRecord]]:
         now = time.monotonic()

@@ -157,11 +157,14 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
 
     async def _snapshot(self, context: grpc.aio.ServicerContext, identity: Identity, one: str, follower: Follower,
                         include_current: bool) -> AsyncIterator[list[ApprovalRecord]]:
-        """What a Watch starts from, known to ``follower`` before the stream is live (else a change
-        made while it was read would be taken as known and never heard); what it returns are the
-        pages to send as ``current`` once live, each known as it is sent. An approver's stream
-        starts from every request still open, page by page (``open_pages``), and what changed in
-        the last few seconds (``Follower.prime``); a stream by id from its one request."""
+        """What a Watch starts from. Without ``include_current`` it is known to ``follower`` before
+        the stream is live (else a change made while it was read would be taken as known and
+        never heard). With it, the pages returned are read once the stream is live and sent as
+        ``current``, each known as it is sent: a change made meanwhile is sent in the page, or
+        heard as an event, and an event for a state the page showed already, or an older one,
+        is not heard (``follow.progress``). An approver's stream starts from every request still
+        open, page by page (``open_pages``), and what changed in the last few seconds
+        (``Follower.prime``); a stream by id from its one request."""
         if one:
             rec = await self._call(context, identity, "Watch", one, self._svc.get(identity, one))
             follower.know([rec])

@@ -26,10 +26,14 @@ from gateway.store.base import ApprovalRecord
 Listed = tuple[ApprovalRecord, str]
 """A record and the cursor just past it."""
 
-SQLITE_SORT_KEY = ("typeof(created_at), "
-                   "CASE WHEN typeof(created_at) IN ('integer', 'real') THEN created_at ELSE CAST(created_at AS BLOB) END")
-"""The columns ``sqlite_cursor`` takes after the row's approval id (as bytes)."""
-ORDER = "ORDER BY created_at DESC, approval_id DESC"
+SQLITE_SORT_KEY = ("typeof(created_at), CASE WHEN typeof(created_at) IN ('integer', 'real', 'null') THEN created_at "
+                   "ELSE CAST(created_at AS BLOB) END, rowid")
+"""The columns ``sqlite_cursor`` takes."""
+SQLITE_ORDER = "ORDER BY created_at DESC, rowid DESC"
+POSTGRES_ORDER = "ORDER BY created_at DESC, approval_id DESC"
+MAX_CURSOR = 1024
+"""Characters a cursor may have: none this gateway gives comes near it."""
+_INT64 = 2**63
 _NUMBER = ("integer", "real")
 _BYTES = ("text", "blob")
 
@@ -53,25 +57,31 @@ class BadCursor(ValueError):
     """A page token this gateway did not give."""
 
 
-def sqlite_cursor(kind: str, created: Any, approval_id: bytes) -> str:
-    shown = created if kind in _NUMBER else bytes(created).hex()
-    return json.dumps([kind, shown, bytes(approval_id).hex()], allow_nan=False)
+def sqlite_cursor(kind: str, created: Any, rowid: int) -> str:
+    """SQLite's tie-break is the rowid: an integer every row has, where a damaged file's
+    approval id may be NULL or bytes."""
+    shown = created if kind in (*_NUMBER, "null") else bytes(created).hex()
+    return json.dumps([kind, shown, rowid], allow_nan=False)
 
 
 def sqlite_after(cursor: str) -> tuple[str, tuple[Any, ...]]:
-    """The WHERE clause (and its parameters) of the rows after ``cursor`` in ``ORDER``."""
-    try:
-        kind, created, approval_id = json.loads(cursor)
-        if kind in _NUMBER and _finite(created):
-            value, placeholder = created, "?"
-        elif kind in _BYTES and isinstance(created, str):
-            value, placeholder = bytes.fromhex(created), "CAST(? AS TEXT)" if kind == "text" else "?"
-        else:
-            raise BadCursor("not a sort key")
-        key = bytes.fromhex(approval_id)
-    except (TypeError, ValueError) as exc:
-        raise BadCursor(str(exc)) from None
-    return f"(created_at, approval_id) < ({placeholder}, CAST(? AS TEXT))", (value, key)
+    """The WHERE clause (and its parameters) of the rows after ``cursor`` in ``SQLITE_ORDER``.
+    Rows whose ``created_at`` is NULL (a file whose schema was bypassed) sort last, and only a
+    cursor on one of them pages among them."""
+    kind, created, rowid = _parse(cursor, 3)
+    if not _int64(rowid):
+        raise BadCursor("not a row")
+    if kind == "null" and created is None:
+        return "(created_at IS NULL AND rowid < ?)", (rowid,)
+    if kind == "integer" and _int64(created) or kind == "real" and _finite(created):
+        return "(created_at, rowid) < (?, ?)", (created, rowid)
+    if kind in _BYTES and isinstance(created, str):
+        try:
+            value = bytes.fromhex(created)
+        except ValueError:
+            raise BadCursor("not hex") from None
+        return f"(created_at, rowid) < ({'CAST(? AS TEXT)' if kind == 'text' else '?'}, ?)", (value, rowid)
+    raise BadCursor("not a sort key")
 
 
 def postgres_cursor(created: float, approval_id: str) -> str:
@@ -79,15 +89,33 @@ def postgres_cursor(created: float, approval_id: str) -> str:
 
 
 def postgres_after(cursor: str) -> tuple[str, tuple[Any, ...]]:
-    try:
-        created, approval_id = json.loads(cursor)
-    except (TypeError, ValueError) as exc:
-        raise BadCursor(str(exc)) from None
+    created, approval_id = _parse(cursor, 2)
     if isinstance(created, bool) or not isinstance(created, (int, float)) or not isinstance(approval_id, str):
         raise BadCursor("not a sort key")
+    try:
+        value = float(created)
+        approval_id.encode()  # a lone surrogate: no text PostgreSQL takes
+    except (OverflowError, UnicodeEncodeError):
+        raise BadCursor("not a sort key") from None
     if "\x00" in approval_id:
         raise BadCursor("an approval id holds no NUL")
-    return "(created_at, approval_id) < (%s, %s)", (float(created), approval_id)
+    return "(created_at, approval_id) < (%s, %s)", (value, approval_id)
+
+
+def _parse(cursor: str, length: int) -> list[Any]:
+    if len(cursor) > MAX_CURSOR:
+        raise BadCursor("too long")
+    try:
+        value = json.loads(cursor)
+    except (ValueError, RecursionError) as exc:  # RecursionError: thousands of nested brackets
+        raise BadCursor(type(exc).__name__) from None
+    if not isinstance(value, list) or len(value) != length:
+        raise BadCursor("not a sort key")
+    return value
+
+
+def _int64(value: Any) -> bool:
+    return type(value) is int and -_INT64 <= value < _INT64
 
 
 def _finite(value: Any) -> bool:

@@ -52,7 +52,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool
 
-from gateway.store._pages import ORDER, Listed, page_where, postgres_after, postgres_cursor
+from gateway.store._pages import POSTGRES_ORDER, Listed, page_where, postgres_after, postgres_cursor
 from gateway.store._records import changed_record, load_row, transition_changes
 from gateway.store.base import (
     RECENT_SECONDS,
@@ -292,7 +292,7 @@ class PostgresStore:
             return []
         async with self._connection() as conn:
             rows = await (await conn.execute(
-                f"SELECT {_ROW} FROM approvals WHERE {where} {ORDER} LIMIT %s", (*params, limit),
+                f"SELECT {_ROW} FROM approvals WHERE {where} {POSTGRES_ORDER} LIMIT %s", (*params, limit),
             )).fetchall()
         return [(load_row(*r), postgres_cursor(r[4], r[1])) for r in rows]
 
@@ -300,7 +300,7 @@ class PostgresStore:
         expiry = "CASE WHEN json_typeof(record -> 'expires_at') = 'number' THEN (record ->> 'expires_at')::numeric END"
         async with self._connection() as conn:  # numeric: a damaged 1e400 is a number float8 refuses
             row = await (await conn.execute(
-                f"SELECT COUNT(*) FROM approvals WHERE status = %s AND {expiry} > %s AND {expiry} <= %s",
+                f"SELECT COUNT(*) FROM approvals WHERE status = %s AND {expiry} > %s::numeric AND {expiry} <= %s::numeric",
                 (str(ApprovalStatus.PENDING), after, until))).fetchone()
         return int(row[0])
 

@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import structlog
 
 from gateway.store._checkpoint import WalCheckpointer
-from gateway.store._pages import ORDER, SQLITE_SORT_KEY, Listed, page_where, sqlite_after, sqlite_cursor
+from gateway.store._pages import SQLITE_ORDER, SQLITE_SORT_KEY, Listed, page_where, sqlite_after, sqlite_cursor
 from gateway.store._records import changed_record, load_row, transition_changes
 from gateway.store.base import (
     RECENT_SECONDS,
@@ -107,9 +107,8 @@ class SQLiteStore:
             if "request_key" not in columns:  # rows made before it have none: never found as a duplicate
                 self._db.execute("ALTER TABLE approvals ADD COLUMN request_key TEXT")
             self._db.execute("CREATE INDEX IF NOT EXISTS approvals_tenant_request ON approvals(tenant, request_key)")
-            for name, columns in (("approvals_tenant_created", "tenant, created_at, approval_id"),  # pages, newest first
-                                  ("approvals_tenant_status_created", "tenant, status, created_at, approval_id")):
-                self._db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON approvals({columns})")
+            # pages, newest first (approvals_tenant_status serves a status's; an index ends in the rowid)
+            self._db.execute("CREATE INDEX IF NOT EXISTS approvals_tenant_created ON approvals(tenant, created_at)")
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
@@ -244,9 +243,9 @@ class SQLiteStore:
 
     async def approvals_page(self, *, tenant: str, status: str = "", limit: int = 100, after: str = "") -> list[Listed]:
         where, params = page_where(tenant, status, after, mark="?", parse=sqlite_after)
-        sql = f"SELECT {_ROW}, {SQLITE_SORT_KEY} FROM approvals WHERE {where} {ORDER} LIMIT ?"
+        sql = f"SELECT {_ROW}, {SQLITE_SORT_KEY} FROM approvals WHERE {where} {SQLITE_ORDER} LIMIT ?"
         rows = await self._run(lambda: self._db.execute(sql, (*params, limit)).fetchall())
-        return [(load_row(*r[:5]), sqlite_cursor(r[5], r[6], r[1])) for r in rows]
+        return [(load_row(*r[:5]), sqlite_cursor(*r[5:8])) for r in rows]
 
     async def count_pending_approvals(self, *, after: float, until: float) -> int:
         sql = ("SELECT COUNT(*) FROM (SELECT CASE WHEN json_valid(record) THEN json_extract(record, '$.expires_at') END "

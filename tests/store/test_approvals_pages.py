@@ -59,7 +59,9 @@ async def test_a_status_filter_pages_only_that_status(store):
 
 @pytest.mark.parametrize("cursor", ["nope", "[]", "[1]", '["real", "x", "00"]', '["real", 1.0, "zz"]',
                                     '[true, "a"]', '[1.0, 2]', '{"a": 1}', '["integer", 1, "00", 4]',
-                                    '["text", 5, "00"]', '[1.0, "a\\u0000b"]', '["real", NaN, "00"]', "null"])
+                                    '["text", 5, "00"]', '[1.0, "a\\u0000b"]', '["real", NaN, "00"]', "null",
+                                    f'["integer", {2**64}, 1]', f'["real", 1.0, {2**64}]', f"[{10**400}, \"x\"]",
+                                    '[1.0, "\\ud800"]', "[" * 5000 + "]" * 5000, '["text", "' + "00" * 600 + '", 1]'])
 async def test_a_cursor_the_store_did_not_give_is_refused(store, cursor):
     await store.create_approval(record("a"))
     with pytest.raises(BadCursor):
@@ -83,3 +85,17 @@ async def test_sqlite_pages_a_created_at_that_is_no_number(make_store):
     store.db.execute("UPDATE approvals SET created_at=X'00ff' WHERE approval_id='r3'")
     for limit in (1, 2, 3):
         assert sorted(await _all(store, limit=limit)) == ["r0", "r1", "r2", "r3", "r4"]
+
+
+async def test_sqlite_pages_rows_whose_id_is_null_or_bytes(make_store):
+    """SQLite lets a TEXT primary key hold NULL or bytes (a damaged file); its pages break ties
+    by the rowid, which every row has."""
+    if make_store.kind != "sqlite":
+        pytest.skip("PostgreSQL's approval id is a typed primary key: never NULL, always text")
+    store = make_store()
+    for n in ("a", "m", "z"):
+        await store.create_approval(record(n, created_at=T0))
+    store.db.execute("UPDATE approvals SET approval_id=NULL WHERE approval_id='a'")
+    store.db.execute("UPDATE approvals SET approval_id=CAST('m' AS BLOB) WHERE approval_id='m'")
+    for limit in (1, 2, 3):
+        assert len(await _all(store, limit=limit)) == 3

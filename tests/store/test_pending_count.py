@@ -38,7 +38,7 @@ async def test_counts_pending_unexpired_requests_of_every_tenant(make_store):
     await store.create_approval(record("at-now", expires_at=now))
     await store.create_approval(record("rejected", expires_at=now + 600))
     await store.transition_approval("rejected", from_status=S.PENDING, to_status=S.REJECTED, now=now)
-    for n, damage in enumerate(['"tomorrow"', "1e400", "null", "[1]", str(MAX_TIME + 1)]):
+    for n, damage in enumerate(['"tomorrow"', "1e400", "-1e400", "null", "[1]", str(MAX_TIME + 1)]):
         await store.create_approval(record(f"damaged-{n}", expires_at=now + 600))
         _damage(make_store, store, f"damaged-{n}", damage)
     assert await store.count_pending_approvals(after=now, until=LATEST_EXPIRY) == 2

@@ -133,8 +133,9 @@ async def serve(config: Config, address: str | None = None, *, ready=None, worke
     finally:
         if watcher:
             watcher.cancel()
-        await server.stop(grace=5)
-        await app.close(grace=5)  # the calls still running, their caller gone or cut off: Pipeline.drain
+        # the calls' grace and the tools' (a tool whose caller went away runs off any RPC) together
+        await asyncio.gather(server.stop(grace=5), app.pipeline.drain(5))
+        await app.close(grace=5)  # at once unless a tool did not stop when told
 
 
 async def _watch_policy(app: GatewayApp, interval: float = 2.0, settle: float = 0.25) -> None:

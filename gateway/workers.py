@@ -39,7 +39,9 @@ from typing import Any, Callable
 from gateway.config import Config
 
 START_TIMEOUT_SECONDS = 60.0
-STOP_TIMEOUT_SECONDS = 10.0
+STOP_TIMEOUT_SECONDS = 20.0
+"""A worker's grace at SIGTERM (5 s for the calls, ``Pipeline.drain``'s 5 s for the tools beside it,
+then the stopped tools' results written) with room to spare, before it is killed."""
 
 
 def worker_audit_path(audit_path: Path, worker: int | str) -> Path:

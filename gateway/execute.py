@@ -157,13 +157,17 @@ HOLD_MARGIN_SECONDS = 300.0
 """Added to ``longest_hold``: the stages around execution, a slow store, clock skew between hosts."""
 
 
-def longest_hold(tool: Any) -> float:
-    """The longest a live gateway can hold an execution claim of ``tool``: every attempt to
-    its timeout (plus the executor's grace), every back-off at its cap, and a margin. A claim
-    still running after that belonged to a process that died (``gateway.claims``)."""
+def longest_run(tool: Any) -> float:
+    """The longest one call can spend running ``tool``: every attempt to its timeout (plus the
+    executor's grace) and every back-off at its cap (what ``ListTools`` tells clients to wait)."""
     attempts = tool.max_attempts
-    return (attempts * (tool.timeout_seconds + TIMEOUT_GRACE_SECONDS)
-            + (attempts - 1) * RetryPolicy().max_seconds + HOLD_MARGIN_SECONDS)
+    return attempts * (tool.timeout_seconds + TIMEOUT_GRACE_SECONDS) + (attempts - 1) * RetryPolicy().max_seconds
+
+
+def longest_hold(tool: Any) -> float:
+    """The longest a live gateway can hold an execution claim of ``tool``: ``longest_run`` and a
+    margin. A claim still running after that belonged to a process that died (``gateway.claims``)."""
+    return longest_run(tool) + HOLD_MARGIN_SECONDS
 
 
 class ExecuteStage:

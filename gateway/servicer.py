@@ -15,6 +15,7 @@ from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.audit import caller_text
 from gateway.auth import audit_request, require_identity
 from gateway.codes import Code
+from gateway.execute import longest_run
 from gateway.models import ApprovalRequired, CallResult, EvidenceRequired, Identity, Observation, Refused, ToolCall
 from gateway.normalize import data_json
 
@@ -70,7 +71,7 @@ def _tool_info(tool: Any) -> pb.ToolInfo:
         input_schema_json=tool.schema_json,
         risk=pb.Risk(**c.risk.model_dump()),
         labels=c.labels,
-        timeout_seconds=c.timeout_seconds,
+        timeout_seconds=longest_run(c),
     )
 
 

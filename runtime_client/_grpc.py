@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import threading
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager, suppress
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
@@ -73,8 +75,13 @@ def tool_from_proto(msg: pb.ToolInfo) -> ToolSpec:
         risk=risk,
         version=msg.version,
         labels=tuple(msg.labels),
-        timeout_seconds=msg.timeout_seconds if msg.timeout_seconds > 0 else None,
+        timeout_seconds=_seconds(msg.timeout_seconds),
     )
+
+
+def _seconds(value: float) -> float | None:
+    """A tool's time the gateway sent: None unless a number of seconds up to a day."""
+    return min(value, 86400.0) if math.isfinite(value) and value > 0 else None
 
 
 def _observation(msg: pb.Observation) -> Observation:
@@ -161,7 +168,7 @@ def _approval_args(msg: pb.Approval) -> tuple[dict[str, Any], str]:
     so no resume could go on, not even to hear that it was rejected."""
     try:
         args = json.loads(msg.args_json) if msg.args_json else {}
-    except ValueError:  # also not UTF-8
+    except (ValueError, RecursionError):  # also not UTF-8; nested past the parser's depth
         args = None
     if not isinstance(args, dict):
         return {}, msg.damage or "args_json: not a JSON object"
@@ -265,6 +272,12 @@ class _Deadlines:
         self._tools = {t.name: t.timeout_seconds for t in tools if t.timeout_seconds}
         return tools
 
+    def unknown(self) -> None:
+        """The listing failed: calls wait ``timeout`` alone until a later listing succeeds (not
+        asked again before each call, which would wait for the failure every time)."""
+        if self._tools is None:
+            self._tools = {}
+
     def of(self, tool: str) -> float:
         return self._timeout + (self._tools or {}).get(tool, 0.0)
 
@@ -282,6 +295,7 @@ class GrpcTransport:
         self._metadata = (("x-api-key", api_key),)
         self._timeout = timeout
         self._deadlines = _Deadlines(timeout)
+        self._listing = threading.Lock()
         self._closed = False
 
     def _opts(self, timeout: float | None = None) -> dict[str, Any]:
@@ -294,8 +308,12 @@ class GrpcTransport:
 
     def execute(self, request: ExecuteRequest) -> ToolResult:
         if not self._deadlines.known:
-            with suppress(ToolgateClientError):  # then the call says what is wrong
-                self.list_tools()
+            with self._listing:  # one listing for the calls that start together
+                if not self._deadlines.known:
+                    try:
+                        self.list_tools()
+                    except ToolgateClientError:  # then the call says what is wrong
+                        self._deadlines.unknown()
         with _translated(self):
             resp = self._tools.ExecuteTool(request_to_proto(request), **self._opts(self._deadlines.of(request.tool)))
         return result_from_proto(request.tool, resp)
@@ -329,6 +347,7 @@ class AsyncGrpcTransport:
         self._metadata = (("x-api-key", api_key),)
         self._timeout = timeout
         self._deadlines = _Deadlines(timeout)
+        self._listing = asyncio.Lock()
         self._closed = False
 
     def _opts(self, timeout: float | None = None) -> dict[str, Any]:
@@ -341,8 +360,12 @@ class AsyncGrpcTransport:
 
     async def execute(self, request: ExecuteRequest) -> ToolResult:
         if not self._deadlines.known:
-            with suppress(ToolgateClientError):  # then the call says what is wrong
-                await self.list_tools()
+            async with self._listing:  # one listing for the calls that start together
+                if not self._deadlines.known:
+                    try:
+                        await self.list_tools()
+                    except ToolgateClientError:  # then the call says what is wrong
+                        self._deadlines.unknown()
         async with _atranslated(self):
             resp = await self._tools.ExecuteTool(request_to_proto(request),
                                                  **self._opts(self._deadlines.of(request.tool)))

@@ -27,7 +27,8 @@ class ToolSpec:
     version: str = ""
     labels: tuple[str, ...] = ()
     timeout_seconds: float | None = None
-    """The longest the gateway lets it run (None: not said)."""
+    """The longest one call of it can take at the gateway: every attempt to the tool's timeout and
+    the back-offs between (None: not said)."""
 
     @property
     def read_only(self) -> bool:

@@ -25,7 +25,8 @@ def damage(tmp_path, approval_id: str, args_json: str) -> None:
     db.close()
 
 
-@pytest.mark.parametrize("stored, args", [("{not json", {}), ("[1, 2]", {}), ('{"path": "\ud800"}', {"path": "\ud800"})])
+@pytest.mark.parametrize("stored, args", [("{not json", {}), ("[1, 2]", {}), ("[" * 100_000, {}),
+                                          ('{"path": "\ud800"}', {"path": "\ud800"})])
 async def test_a_damaged_request_reads_with_its_damage_named(tmp_path, stored, args):
     async with serving(write_config(tmp_path)) as (running, c):
         resp = await c.call("count_write", '{"path": "out.txt", "n": 1}')

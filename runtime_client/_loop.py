@@ -47,8 +47,8 @@ Decide = Callable[..., Any]
 
 _UNSET: Any = object()
 BLOCKING_CODES = frozenset({"rate_limited", "concurrency_limited", "approval_pending", "approval_expired"})
-"""Refusals that stop a run ``blocked``: it may go on once something outside it changes (an
-expired approval or grant: a new approval)."""
+"""Refusals that stop a run ``blocked``, not ``refused``: no policy said no, but the run cannot go
+on by itself (a limit, a pending approval, an expired one or its grant: a new run asks again)."""
 MAX_SHOWN_INPUT = 300
 """Characters of a call's input quoted back to the model in a ``not_run`` note."""
 

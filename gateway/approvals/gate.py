@@ -121,7 +121,7 @@ class ApprovalGate:
         except tokens.TokenRejected as exc:
             if exc.code is Code.APPROVAL_ARGS_MISMATCH:
                 raise _Fail(exc.reason, exc.code, ("the arguments differ from the approved arguments",)) from None
-            if isinstance(exc, tokens.TokenExpired):  # the grant this gateway issued for this request, used late
+            if isinstance(exc, tokens.TokenExpired) and rec.status is S.APPROVED:  # issued for it, never used
                 raise _Fail(exc.reason, Code.APPROVAL_EXPIRED, (
                     f"the grant for approval {rec.approval_id} has expired (approvals.grant_ttl_seconds): "
                     "call again without it to ask for a new approval",)) from None

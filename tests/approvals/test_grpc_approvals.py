@@ -244,3 +244,17 @@ async def test_a_grant_used_after_its_ttl_is_approval_expired_and_says_to_ask_ag
     assert calls_recorded(sandbox(running), "count_write") == 0
     forged = grant[:-4] + ("AAAA" if not grant.endswith("AAAA") else "BBBB")
     assert (await c.call("count_write", ARGS, approval_grant=forged)).code == "invalid_approval"
+
+
+async def test_a_late_retry_of_an_executed_approval_is_not_told_to_ask_again(gw) -> None:
+    """Its grant was used: a retry past the grant's time-to-live is the opaque invalid_approval,
+    never advice to ask for a new approval (which would run the side effect a second time)."""
+    running, c = gw
+    a, grant = await _granted(c)
+    assert (await c.call("count_write", ARGS, approval_grant=grant)).code == "ok"
+    service = running.app.approvals.service
+    service.clock = lambda: float(a.created_at.seconds + service.settings.grant_ttl_seconds
+                                  + service.settings.clock_skew_seconds + 1)
+    for fields in ({"approval_grant": grant}, {"approval_id": a.approval_id}):
+        assert (await c.call("count_write", ARGS, **fields)).code == "invalid_approval"
+    assert calls_recorded(sandbox(running), "count_write") == 1

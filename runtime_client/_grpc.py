@@ -254,9 +254,9 @@ async def _atranslated(transport: AsyncGrpcTransport) -> AsyncIterator[None]:
 
 
 class _Deadlines:
-    """How long an ExecuteTool call may take: the transport's ``timeout`` and as long as the
-    gateway lets the tool run (``ToolInfo.timeout_seconds``, learnt from each tool list; a
-    transport that has none asks for one before its first call). With the ``timeout`` alone
+    """How long an ExecuteTool call may take: the transport's ``timeout`` and the longest a call
+    of the tool can take at the gateway (``ToolInfo.timeout_seconds``, learnt from each tool
+    list; a transport that has none asks for one before its first calls). With the ``timeout`` alone
     a tool allowed to run longer was cut off by the deadline while the gateway still ran it,
     and its answer, whatever it was, was lost (``GatewayTimeoutError``)."""
 

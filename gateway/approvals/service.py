@@ -197,7 +197,7 @@ class ApprovalService:
     async def list_page(self, identity: Identity, *, status: str = "", tenant: str = "", size: int = PAGE_SIZE,
                         page_token: str = "") -> Page:
         """One page of the caller's tenant's requests, newest first, from where ``page_token``
-        (a ``Page.token``; "" the newest) says. The status goes into the store's query: filtered
+        (one a ``Page`` gave; "" the newest) says. The status goes into the store's query: filtered
         after, an older pending request behind a page of newer finished ones was listed nowhere.
         Expired ones are whatever the store holds past its expiry (``expire_if_due``), so for
         those every request is read and the page may hold fewer than ``size``, even none."""

@@ -7,8 +7,10 @@ requests, INVALID_ARGUMENT for a malformed approval_id (refused here, before the
 unknown status, a page_size out of range or a page_token it did not give, RESOURCE_EXHAUSTED
 past the limit of open Watch streams.
 
-A Watch stream sends its headers (initial metadata) once it is live: subscribed and its
-snapshot read. A client that awaits them before acting hears every later change.
+A Watch stream sends its headers (initial metadata) once it is live: subscribed, and its
+snapshot read (with ``include_current``, the snapshot is read and sent after them, and a change
+made meanwhile is in it or heard after it, once). A client that awaits them before acting hears
+every later change.
 
 Every refusal is audited once: event ``approval``, action ``refused``, its code, the caller,
 the method and the id it named (see ``ApprovalsServicer._refuse``); token refusals the service

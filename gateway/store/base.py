@@ -134,10 +134,6 @@ class ApprovalStore(Protocol):
 
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
 
-    async def list_approvals(self, *, tenant: str = "", status: str = "", limit: int = 500) -> list[ApprovalRecord]:
-        """Newest first; "" matches any tenant / status."""
-        ...
-
     async def approvals_page(
         self, *, tenant: str, status: str = "", limit: int = 100, after: str = ""
     ) -> list[tuple[ApprovalRecord, str]]:

@@ -277,15 +277,6 @@ class PostgresStore:
             )).fetchone()
         return None if row is None else load_row(*row)
 
-    async def list_approvals(self, *, tenant: str = "", status: str = "", limit: int = 500) -> list[ApprovalRecord]:
-        async with self._connection() as conn:
-            rows = await (await conn.execute(
-                f"SELECT {_ROW} FROM approvals WHERE (%(t)s = '' OR tenant = %(t)s) AND (%(s)s = '' OR status = %(s)s) "
-                "ORDER BY created_at DESC LIMIT %(n)s",
-                {"t": tenant, "s": str(status), "n": limit},
-            )).fetchall()
-        return [load_row(*r) for r in rows]
-
     async def approvals_page(self, *, tenant: str, status: str = "", limit: int = 100, after: str = "") -> list[Listed]:
         where, params = page_where(tenant, status, after, mark="%s", parse=postgres_after)
         if any(_NUL in p for p in params if isinstance(p, str)):

@@ -232,15 +232,6 @@ class SQLiteStore:
             f"SELECT {_ROW} FROM approvals WHERE approval_id=?", (approval_id,)).fetchone())
         return None if row is None else load_row(*row)
 
-    async def list_approvals(self, *, tenant: str = "", status: str = "", limit: int = 500) -> list[ApprovalRecord]:
-        # Only the filters given go into the WHERE clause: "(?='' OR tenant=?)" would keep SQLite
-        # from using the (tenant, status, created_at) index and scan every approval.
-        where = [(c, v) for c, v in (("tenant", tenant), ("status", str(status))) if v]
-        sql = f"SELECT {_ROW} FROM approvals" + (" WHERE " + " AND ".join(f"{c}=?" for c, _ in where) if where else "")
-        rows = await self._run(lambda: self._db.execute(
-            sql + " ORDER BY created_at DESC LIMIT ?", (*(v for _, v in where), limit)).fetchall())
-        return [load_row(*r) for r in rows]
-
     async def approvals_page(self, *, tenant: str, status: str = "", limit: int = 100, after: str = "") -> list[Listed]:
         where, params = page_where(tenant, status, after, mark="?", parse=sqlite_after)
         sql = f"SELECT {_ROW}, {SQLITE_SORT_KEY} FROM approvals WHERE {where} {SQLITE_ORDER} LIMIT ?"

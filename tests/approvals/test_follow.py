@@ -131,7 +131,7 @@ async def test_an_approvers_reads_do_not_grow_with_the_pending_requests(tmp_path
         counting = _Counting(store)
         with hub.subscribe(lambda rec: True) as sub:
             follower = Follower(_Service(counting), BOB, tick=0.05)
-            follower.know(await store.list_approvals(tenant="acme", limit=5000))
+            follower.know([r for r, _ in await store.approvals_page(tenant="acme", limit=5000)])
             with pytest.raises(asyncio.TimeoutError):
                 await _heard(follower, sub, 1, within=0.5)  # ~10 reads: nothing changed, nothing heard
             assert counting.rows == 0 and 5 <= counting.calls <= 12  # one small query per read, not 1,500 gets

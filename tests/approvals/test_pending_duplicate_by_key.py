@@ -17,13 +17,13 @@ from tests.approvals.approval_helpers import serving, write_config
 async def test_the_same_call_again_gets_its_pending_request_without_a_scan(tmp_path, monkeypatch):
     path = write_config(tmp_path)
     scans = []
-    listed = SQLiteStore.list_approvals
+    listed = SQLiteStore.approvals_page
 
     async def counting(self, **kw):
         scans.append(kw)
         return await listed(self, **kw)
 
-    monkeypatch.setattr(SQLiteStore, "list_approvals", counting)
+    monkeypatch.setattr(SQLiteStore, "approvals_page", counting)
     async with serving(path) as (_, c):
         others = [(await c.call("count_write", json.dumps({"n": i, "pad": "x" * 1000}))).approval_required.approval_id
                   for i in range(20)]

@@ -180,7 +180,7 @@ async def test_no_approval_is_asked_for_a_call_its_executor_could_not_confine(tm
     assert [(s["stage"], s["code"]) for s in steps if s["stage"] == "approval"] == [("approval", "egress_denied")]
     app = GatewayApp(cfg)
     try:
-        assert await app.store.list_approvals(tenant="demo") == []
+        assert await app.store.approvals_page(tenant="demo") == []
     finally:
         await app.close()
     assert not marker.exists()

@@ -23,6 +23,11 @@ def record(approval_id: str = "a-1", *, created_at: float = T0, **kw: Any) -> Ap
     return ApprovalRecord(**{**fields, **kw})
 
 
+async def listed(store: Any, *, tenant: str = "acme", status: str = "", limit: int = 500) -> list[ApprovalRecord]:
+    """The tenant's requests, newest first: the first page of ``Store.approvals_page``."""
+    return [rec for rec, _ in await store.approvals_page(tenant=tenant, status=status, limit=limit)]
+
+
 def stored_text(make_store: Any, store: Any, approval_id: str = "a-1") -> str:
     """The record column of ``approval_id``'s row, read as text as any other reader of the database reads it."""
     if make_store.kind == "sqlite":

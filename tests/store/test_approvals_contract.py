@@ -8,7 +8,7 @@ from typing import Any
 
 from gateway.store.base import RECENT_SECONDS, ApprovalRecord, ApprovalStatus, VoteStatus
 from tests.store import _records
-from tests.store._records import T0
+from tests.store._records import T0, listed
 
 S = ApprovalStatus
 
@@ -32,10 +32,10 @@ async def test_list_is_newest_first_and_filters_tenant_and_status(store):
     await store.create_approval(record("new", created_at=T0 + 10))
     await store.create_approval(record("other", tenant="globex", created_at=T0 + 5))
     await store.transition_approval("old", from_status=S.PENDING, to_status=S.REJECTED, now=T0 + 20)
-    assert [r.approval_id for r in await store.list_approvals()] == ["new", "other", "old"]
-    assert [r.approval_id for r in await store.list_approvals(tenant="acme")] == ["new", "old"]
-    assert [r.approval_id for r in await store.list_approvals(tenant="acme", status=S.PENDING)] == ["new"]
-    assert [r.approval_id for r in await store.list_approvals(limit=1)] == ["new"]
+    assert [r.approval_id for r in await listed(store)] == ["new", "old"]
+    assert [r.approval_id for r in await listed(store, tenant="globex")] == ["other"]
+    assert [r.approval_id for r in await listed(store, status=S.PENDING)] == ["new"]
+    assert [r.approval_id for r in await listed(store, limit=1)] == ["new"]
 
 
 async def test_votes_count_each_approver_once_in_order(store):
@@ -165,7 +165,7 @@ async def test_an_approval_holding_nul_characters_round_trips(make_store):
     )
     await one.create_approval(rec)
     assert await two.get_approval("a-1") == rec
-    assert await two.list_approvals(tenant="acme", status=S.PENDING) == [rec]
+    assert await listed(two, status=S.PENDING) == [rec]
     assert (await two.changed_approvals(tenant="acme", since=None))[0] == [rec]
     voted = await two.transition_approval("a-1", from_status=S.PENDING, to_status=S.PENDING, now=T0 + 1,
                                           approvers=(f"al{NUL}ice",))
@@ -175,7 +175,7 @@ async def test_an_approval_holding_nul_characters_round_trips(make_store):
     assert rejected == dataclasses.replace(voted, status=S.REJECTED, rejection_reason=f"not a{NUL}b.txt",
                                            updated_at=T0 + 2)
     assert await two.get_approval("a-1") == rejected
-    assert await two.list_approvals(status=S.REJECTED) == [rejected]
+    assert await listed(two, status=S.REJECTED) == [rejected]
     assert (await one.changed_approvals(tenant="acme", since=None))[0] == [rejected]
 
 

@@ -17,6 +17,7 @@ from gateway.store import open_store
 from gateway.store.base import ApprovalRecord, ApprovalStatus, ClaimStatus, StoreUnavailable, VoteStatus
 from gateway.store.migrations import POSTGRES, Migration
 from gateway.store.postgres import PostgresStore, apply_migrations
+from tests.store._records import listed
 
 pytestmark = pytest.mark.postgres
 
@@ -86,7 +87,7 @@ async def test_approvals_stored_before_the_nul_migrations_survive_them(pg_dsn):
         assert rejected == dataclasses.replace(
             rec, status=ApprovalStatus.REJECTED, rejection_reason="no", updated_at=T0 + 1
         )
-        assert await store.list_approvals(tenant="acme") == [rejected]
+        assert await listed(store) == [rejected]
     finally:
         await store.close()
 

@@ -1,7 +1,7 @@
 """An approval row whose record the store cannot load whole (its JSON no object, no JSON at all,
 a field it needs missing, a list stored as text, at odds with the row's columns) is loaded, marked
 (``load_problems``, read by ``gateway.approvals.malformed``) and filled from the row's columns,
-instead of failing ``list_approvals`` for the whole tenant, or ``get_approval`` for that one.
+instead of failing ``approvals_page`` for the whole tenant, or ``get_approval`` for that one.
 Each row is damaged in the real database file or server, as a damaged store or another version
 would leave it; every test runs on SQLite and on PostgreSQL (``make_store``)."""
 
@@ -17,7 +17,7 @@ import pytest
 from gateway.approvals.malformed import (MALFORMED_REASON, past_expiry, record_problem, salvaged, vote_problem,
                                          writable)
 from gateway.store.base import ApprovalRecord, ApprovalStatus, record_fields
-from tests.store._records import T0, record, stored_text
+from tests.store._records import T0, listed, record, stored_text
 
 S = ApprovalStatus
 DIFFERS = "differs from the row's column"
@@ -58,9 +58,8 @@ async def read_every_way(store: Any, whole: ApprovalRecord) -> ApprovalRecord:
     same each way, and listed beside the whole ``a-0``, which reads back as it was."""
     got = await store.get_approval("a-1")
     assert got is not None
-    assert await store.list_approvals(tenant="acme") == [got, whole]
-    assert await store.list_approvals() == [got, whole]
-    assert got in await store.list_approvals(tenant="acme", status=S.PENDING)
+    assert await listed(store) == [got, whole]
+    assert got in await listed(store, status=S.PENDING)
     changed, _ = await store.changed_approvals(tenant="acme", since=0.0)
     assert sorted(changed, key=lambda r: r.approval_id) == [whole, got]
     return got
@@ -114,7 +113,7 @@ async def test_a_row_with_no_record_expires_in_its_status_column_leaving_the_rec
     assert expired is not None and expired.status is S.EXPIRED
     assert expired.load_problems == (("record", "not a JSON object (list)"),)
     assert await store.get_approval("a-1") == expired
-    assert await store.list_approvals(tenant="acme", status=S.EXPIRED) == [expired]
+    assert await listed(store, status=S.EXPIRED) == [expired]
     assert json.loads(stored_text(make_store, store, "a-1")) == [1, 2]  # the evidence kept
     assert await store.transition_approval("a-1", from_status=S.PENDING, to_status=S.REJECTED, now=NOW) is None
 
@@ -214,8 +213,8 @@ async def test_a_record_at_odds_with_its_columns_reads_the_columns_marked(
     got = await store.get_approval("a-1")
     assert getattr(got, field) == value
     assert record_problem(got) == problem
-    assert got in await store.list_approvals(tenant="acme")
-    assert whole in await store.list_approvals(tenant="acme")
+    assert got in await listed(store)
+    assert whole in await listed(store)
 
 
 # -- writing back a record that holds text that is not UTF-8 ----------------------------------------------------
@@ -258,7 +257,7 @@ async def test_a_record_with_a_number_json_cannot_hold_again_expires_all_the_sam
     expired = await store.transition_approval("a-1", from_status=S.PENDING, to_status=S.EXPIRED, now=NOW)
     assert expired is not None and expired.status is S.EXPIRED
     assert (await store.get_approval("a-1")).status is S.EXPIRED
-    assert await store.list_approvals(tenant="acme", status=S.EXPIRED) == [await store.get_approval("a-1")]
+    assert await listed(store, status=S.EXPIRED) == [await store.get_approval("a-1")]
 
 
 async def test_a_record_read_with_load_problems_is_never_written_whole(make_store) -> None:

@@ -153,9 +153,11 @@ class AuthenticatedServer:
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
         """Added as a generic handler, not registered: gRPC looks a generic handler up when the
-        call's headers arrive, before its message is read (``KeyedFirst``)."""
-        wrapped = {f"/{service}/{name}": self._wrap(h, f"/{service}/{name}") for name, h in handlers.items()}
-        self._server.add_generic_rpc_handlers((self._keyed(_Methods(wrapped)),))
+        call's headers arrive, before its message is read (``KeyedFirst``). (The generated
+        ``add_*_to_server`` also passes the same handlers to ``add_generic_rpc_handlers``, which
+        answers first; this route serves code generated without that.)"""
+        wrapped = {name: self._wrap(h, f"/{service}/{name}") for name, h in handlers.items()}
+        self._server.add_generic_rpc_handlers((self._keyed(grpc.method_handlers_generic_handler(service, wrapped)),))
 
     def _keyed(self, inner: grpc.GenericRpcHandler) -> KeyedFirst:
         return KeyedFirst(inner, self._auth, self._refusals)
@@ -243,16 +245,6 @@ class AuthenticatedServer:
                     current_identity.reset(token)
 
         return wrapper
-
-
-class _Methods(grpc.GenericRpcHandler):
-    """Method handlers by full method name."""
-
-    def __init__(self, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
-        self._handlers = handlers
-
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
-        return self._handlers.get(handler_call_details.method)
 
 
 class KeyedFirst(grpc.GenericRpcHandler):

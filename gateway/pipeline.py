@@ -108,12 +108,10 @@ class Pipeline:
             result = await self._run(c)
             return result
         except BaseException as exc:  # cancellation and bugs still end in an audited result
-            code = Code.INTERNAL_ERROR if isinstance(exc, Exception) else Code.CANCELLED
             if isinstance(exc, Exception):
                 log.exception("pipeline_error", decision_id=c.ctx.decision_id)
-            result = self._result(c.ctx, Refused(code, ("the gateway failed to process the call",)))
-            if c.finished_after_cancel is not None:  # the tool ran to its end: that is the outcome kept
-                result = self._result(c.ctx, c.finished_after_cancel)
+            kept = c.finished_after_cancel  # the tool ran to its end: that is the outcome kept
+            result = self._result(c.ctx, kept if kept is not None else _failed(c, exc))
             if isinstance(exc, Exception):
                 return result
             raise
@@ -372,6 +370,18 @@ def _envelope_errors(call: ToolCall) -> list[FieldError]:
     if call.approval_id and not APPROVAL_ID.fullmatch(call.approval_id):
         errors.append(FieldError("approval_id", APPROVAL_ID_RULE))
     return errors
+
+
+def _failed(c: _Call, exc: BaseException) -> Refused:
+    """What a call that ended in ``exc`` is answered (and stored under its key) with: a tool that
+    started and was stopped, or after which the gateway failed, may have had its side effect, so
+    ``outcome_unknown`` (a retry must not be told "cancelled" and run it again); else
+    ``internal_error`` for a bug, ``cancelled`` for a cancel."""
+    if c.executed:
+        return Refused(Code.OUTCOME_UNKNOWN, ("the tool started, and whether it finished is unknown: "
+                                              "check before calling again with a new idempotency key",))
+    code = Code.INTERNAL_ERROR if isinstance(exc, Exception) else Code.CANCELLED
+    return Refused(code, ("the gateway failed to process the call",))
 
 
 def _not_admitted(identity: Identity) -> Refused | None:

@@ -47,5 +47,5 @@ async def test_a_tool_past_the_grace_is_stopped_and_its_end_written(tmp_path):
     await running.stop()
     assert time.monotonic() - began < 5  # the grace, twice at most, not the tool's 25 s
     [result] = _results(running)
-    assert result["code"] == "cancelled"
+    assert result["code"] == "outcome_unknown"  # it had started: it may have had its effect
     await asyncio.sleep(0)

@@ -88,7 +88,14 @@ class ApprovalGate:
             rec = await self._record(ctx, signed.claims["sub"])
         if not rec.grant_jti or signed.jti != rec.grant_jti:
             raise _Fail("the grant is not the one issued for this approval")
-        return rec, self._verify_bound(ctx, rec, signed)
+        try:
+            return rec, self._verify_bound(ctx, rec, signed)
+        except _Fail as exc:
+            if exc.code is Code.APPROVAL_EXPIRED and await self.service.store.get_claim("grant", signed.jti):
+                # the request reads approved while its grant's call runs (executed is written after):
+                # advice to ask again would have a second approval run the side effect twice
+                raise _Fail(f"{exc.reason}; the grant is in use") from None
+            raise
 
     async def _record(self, ctx: CallContext, approval_id: str) -> ApprovalRecord:
         rec = await self.service.store.get_approval(approval_id)
@@ -121,7 +128,7 @@ class ApprovalGate:
         except tokens.TokenRejected as exc:
             if exc.code is Code.APPROVAL_ARGS_MISMATCH:
                 raise _Fail(exc.reason, exc.code, ("the arguments differ from the approved arguments",)) from None
-            if isinstance(exc, tokens.TokenExpired) and rec.status is S.APPROVED:  # issued for it, never used
+            if isinstance(exc, tokens.TokenExpired) and rec.status is S.APPROVED:  # issued for it, unused (_verify)
                 raise _Fail(exc.reason, Code.APPROVAL_EXPIRED, (
                     f"the grant for approval {rec.approval_id} has expired (approvals.grant_ttl_seconds): "
                     "call again without it to ask for a new approval",)) from None

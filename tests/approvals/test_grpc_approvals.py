@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import json
 from pathlib import Path
 
@@ -258,3 +259,18 @@ async def test_a_late_retry_of_an_executed_approval_is_not_told_to_ask_again(gw)
     for fields in ({"approval_grant": grant}, {"approval_id": a.approval_id}):
         assert (await c.call("count_write", ARGS, **fields)).code == "invalid_approval"
     assert calls_recorded(sandbox(running), "count_write") == 1
+
+
+async def test_a_late_retry_while_the_grant_runs_is_not_told_to_ask_again(gw) -> None:
+    """The request reads approved until its call ends (executed is written after the tool): a
+    retry past the grant's time-to-live while it runs is invalid_approval, not advice to ask again."""
+    running, c = gw
+    a, grant = await _granted(c)
+    jti = tokens.verify_signature(grant, typ=tokens.TYP_GRANT,
+                                  keyring=running.app.approvals.service.grant_keys.keyring).jti
+    service = running.app.approvals.service
+    await service.store.claim("grant", jti, a.args_hash, time.time())  # as the pipeline holds it while running
+    service.clock = lambda: float(a.created_at.seconds + service.settings.grant_ttl_seconds
+                                  + service.settings.clock_skew_seconds + 1)
+    for fields in ({"approval_grant": grant}, {"approval_id": a.approval_id}):
+        assert (await c.call("count_write", ARGS, **fields)).code == "invalid_approval"

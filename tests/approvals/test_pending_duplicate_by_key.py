@@ -47,3 +47,23 @@ async def test_a_request_stored_before_request_keys_is_not_reused_but_a_new_one_
         db.close()
         again = (await c.call("count_write", '{"n": 7}')).approval_required.approval_id
     assert again and again != first
+
+
+async def test_sqlite_finds_the_duplicate_by_the_request_key_index(tmp_path):
+    """The planner took the (tenant, status) index for the ORDER BY and read every pending request,
+    arguments and all, to reach its request_key (38 ms at 400 pending 256 KiB requests)."""
+    from tests.store._records import record
+
+    store = SQLiteStore(tmp_path / "toolgate.db")
+    try:
+        for i in range(50):
+            await store.create_approval(record(f"r{i}", created_at=1_800_000_000.0 + i))
+        statements = []
+        store.db.set_trace_callback(statements.append)
+        await store.pending_approvals(tenant="acme", request_key="k")
+        store.db.set_trace_callback(None)
+        [query] = [s for s in statements if "request_key" in s]
+        plan = " ".join(row[3] for row in store.db.execute("EXPLAIN QUERY PLAN " + query))
+        assert "approvals_tenant_request" in plan, plan
+    finally:
+        await store.close()

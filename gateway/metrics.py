@@ -35,8 +35,7 @@ log = structlog.get_logger("toolgate.metrics")
 enabled = False
 """True once ``configure`` started the endpoint; the pipeline checks it before calling ``stage``."""
 
-LATEST_EXPIRY = 253402300799
-"""The last second of year 9999 (``gateway.approvals.malformed.MAX_TIME``): a later expiry is damage."""
+
 STAGE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -168,10 +167,16 @@ class _PendingApprovals:
         gauge = GaugeMetricFamily("toolgate_approvals_pending", "Pending, unexpired approval requests")
         # counted in the store: reading the pending records (arguments and all) on each scrape cost
         # up to a few GiB; an expiry that is no number, or past year 9999, is past (``past_expiry``)
+        from gateway.approvals.malformed import MAX_TIME  # a later expiry is damage
+
+        future = None
         try:
-            count = store.count_pending_approvals(after=time.time(), until=LATEST_EXPIRY)
-            pending = asyncio.run_coroutine_threadsafe(count, loop).result(self._timeout)
-        except Exception as exc:  # store down, loop closed: leave the gauge out of this scrape
+            count = store.count_pending_approvals(after=time.time(), until=MAX_TIME)
+            future = asyncio.run_coroutine_threadsafe(count, loop)
+            pending = future.result(self._timeout)
+        except Exception as exc:  # store down, loop closed, too slow: leave the gauge out of this scrape
+            if future is not None:
+                future.cancel()  # a count left running held a store connection past the scrape
             log.warning("approvals_pending_unavailable", error=type(exc).__name__)
             return
         gauge.add_metric([], pending)

@@ -1,12 +1,17 @@
-"""Each key once per JSON object: the ``object_pairs_hook`` every strict reader here uses.
+"""JSON read strictly: each key once per object (the ``object_pairs_hook`` every strict reader
+here uses) and, with ``strict_loads``, every number finite.
 
 ``json.loads`` keeps the last value of a key given twice; another reader may keep the first, so
-the same text would mean two things (``{"decision": "deny", "decision": "allow"}``). A leaf module:
-the arguments, the audit log's verifier and the policy engines' answers all read with it.
+the same text would mean two things (``{"decision": "deny", "decision": "allow"}``); it also reads
+``NaN``, ``Infinity`` and numbers past a double's range (``1e400`` as inf). A leaf module: the
+arguments, the audit log's verifier, OPA's answers and runtime_client's reading of a model's
+tool arguments all read with it.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 
@@ -28,3 +33,32 @@ def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
                 raise DuplicateKey(key)
             seen.add(key)
     return obj
+
+
+class NotStrictJson(ValueError):
+    """The text is not JSON, or is JSON readers could read differently (the message says how)."""
+
+
+def strict_loads(raw: bytes | str) -> Any:
+    """``raw`` as JSON with each key once per object and every number finite; raises ``NotStrictJson``."""
+    try:
+        return json.loads(raw, object_pairs_hook=unique_pairs, parse_constant=_constant, parse_float=_finite)
+    except NotStrictJson:
+        raise
+    except DuplicateKey as exc:
+        raise NotStrictJson(str(exc)) from None
+    except RecursionError:
+        raise NotStrictJson("nested too deeply to read") from None
+    except ValueError as exc:  # UnicodeDecodeError is one
+        raise NotStrictJson(f"not JSON ({exc})") from None
+
+
+def _constant(name: str) -> Any:
+    raise NotStrictJson(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotStrictJson(f"number {text[:24]} is past a double's range")
+    return value

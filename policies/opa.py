@@ -44,7 +44,7 @@ The whole call (waiting for a pooled connection, dialing, the exchange, and the 
 with ``asyncio.timeout``; a timed-out or cancelled request aborts its connection.
 
 Failing closed: a connection error, timeout, non-200 answer, malformed HTTP, an answer over
-16 MiB, or a body that is not a JSON object read strictly (``policies._strict_json``: a key twice in
+16 MiB, or a body that is not a JSON object read strictly (``gateway.json_keys.strict_loads``: a key twice in
 one object, ``NaN``, ``Infinity`` or a number past a double's range is refused, where
 ``json.loads`` would read ``{"decision": "deny", "decision": "allow"}`` as allow)
 ⇒ ``PolicyError("policy_unavailable")``; a 200 answer without
@@ -73,7 +73,7 @@ import httpx
 
 from policies._decision import UNDEFINED, PolicyDecision, parse_decision
 from policies._errors import POLICY_UNAVAILABLE, PolicyError, PolicyLoadError
-from policies import _strict_json as strict_json
+from gateway.json_keys import NotStrictJson, strict_loads
 from policies._http import Endpoint, Http11Pool, TransportError, refuse_url_extras
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
@@ -181,8 +181,8 @@ class OPAEngine:
             text = content[:500].decode("utf-8", "replace")
             raise PolicyError(POLICY_UNAVAILABLE, f"OPA answered {status}: {text}")
         try:
-            body = strict_json.loads(content)
-        except strict_json.NotStrictJson as exc:
+            body = strict_loads(content)
+        except NotStrictJson as exc:
             raise PolicyError(POLICY_UNAVAILABLE, f"OPA answered with a body that is not strict JSON: {exc}") from exc
         if not isinstance(body, dict):
             raise PolicyError(POLICY_UNAVAILABLE, "OPA answered with a body that is not an object")

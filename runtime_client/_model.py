@@ -10,10 +10,10 @@ run with ``invalid_decision``.
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
+from gateway.json_keys import NotStrictJson, strict_loads
 from runtime_client._context import Context
 from runtime_client._decisions import Answer, Decision, ToolCall, ToolCalls
 from runtime_client._errors import ModelOutputError
@@ -32,24 +32,14 @@ def openai_tool(spec: ToolSpec) -> dict[str, Any]:
         "name": spec.name, "description": spec.description, "parameters": spec.input_schema}}
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    if len(keys) != len(set(keys)):
-        raise ValueError("duplicate key in JSON object")
-    return dict(pairs)
-
-
 def strict_json_object(text: Any) -> dict[str, Any]:
-    """Parse tool arguments: one JSON object, no duplicate keys, no NaN/Infinity."""
+    """Parse tool arguments: one JSON object, no duplicate keys, every number finite (no NaN,
+    Infinity or 1e400), not nested past the parser (``gateway.json_keys.strict_loads``)."""
     if not isinstance(text, str):
         raise ModelOutputError("tool arguments must be a JSON string")
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
-    except ValueError as exc:
+        value = strict_loads(text)
+    except NotStrictJson as exc:
         raise ModelOutputError(f"tool arguments are not strict JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise ModelOutputError("tool arguments must be a JSON object")

@@ -74,3 +74,14 @@ async def test_malformed_model_output_stops_invalid_decision(fake, gateway):
     assert result.stop_reason is StopReason.INVALID_DECISION
     assert fake.executions() == []
     assert model.requests and "lookup_policy" in model.requests[0][1]
+
+
+@pytest.mark.parametrize("arguments", ['{"a": 1e400}', '{"a": -1e999}', '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}",
+                                       '{"a": NaN}', '{"a": 1, "a": 2}'])
+def test_tool_arguments_no_reader_could_read_alike_are_refused(arguments):
+    """1e400 read as inf, and deep nesting raised a bare RecursionError: both are ModelOutputError,
+    as a key twice or NaN was (the gateway's own strict reader, gateway.json_keys.strict_loads)."""
+    from runtime_client._model import strict_json_object
+
+    with pytest.raises(ModelOutputError):
+        strict_json_object(arguments)

@@ -122,7 +122,7 @@ class Pipeline:
                 self.in_flight.leave()
 
     async def drain(self, grace: float) -> None:
-        """At shutdown, once the server has stopped and before the store and the audit log close:
+        """At shutdown, beside the server's own stop and before the store and the audit log close:
         wait up to ``grace`` seconds for the calls still in flight, then stop their tools and wait
         as long again for each to write its result. A tool whose caller went away runs to its end
         off any RPC, so the server's own grace never waited for it: the log and the store were

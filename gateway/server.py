@@ -133,9 +133,15 @@ async def serve(config: Config, address: str | None = None, *, ready=None, worke
     finally:
         if watcher:
             watcher.cancel()
-        # the calls' grace and the tools' (a tool whose caller went away runs off any RPC) together
-        await asyncio.gather(server.stop(grace=5), app.pipeline.drain(5))
-        await app.close(grace=5)  # at once unless a tool did not stop when told
+        await shutdown(server, app, grace=5)
+
+
+async def shutdown(server: grpc.aio.Server, app: GatewayApp, grace: float) -> None:
+    """Stop serving and close: the calls' grace and the tools' (a tool whose caller went away runs
+    off any RPC: ``Pipeline.drain``) run together, so the whole takes ``grace`` and the stopped
+    tools' results, never 2 × ``grace``; then the store and the audit log close, at once."""
+    await asyncio.gather(server.stop(grace=grace), app.pipeline.drain(grace))
+    await app.close(grace=0)  # drained: what is left did not stop when told
 
 
 async def _watch_policy(app: GatewayApp, interval: float = 2.0, settle: float = 0.25) -> None:

@@ -49,8 +49,9 @@ class RunningGateway:
     app: Any
 
     async def stop(self) -> None:
-        await self.server.stop(grace=1)
-        await self.app.close(grace=1)
+        from gateway.server import shutdown
+
+        await shutdown(self.server, self.app, grace=1)
 
 
 async def start_gateway(config: Config | str | os.PathLike[str], *, data_dir: str | os.PathLike[str] | None = None) -> RunningGateway:

@@ -40,8 +40,8 @@ from gateway.config import Config
 
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 20.0
-"""A worker's grace at SIGTERM (5 s for the calls, ``Pipeline.drain``'s 5 s for the tools beside it,
-then the stopped tools' results written) with room to spare, before it is killed."""
+"""A worker's grace at SIGTERM (``server.shutdown``: 5 s for the calls and the tools, then ``drain``
+waits as long again for the stopped tools' results) with room to spare, before it is killed."""
 
 
 def worker_audit_path(audit_path: Path, worker: int | str) -> Path:

@@ -71,7 +71,7 @@ def _tool_info(tool: Any) -> pb.ToolInfo:
         input_schema_json=tool.schema_json,
         risk=pb.Risk(**c.risk.model_dump()),
         labels=c.labels,
-        timeout_seconds=longest_run(c),
+        longest_call_seconds=longest_run(c),
     )
 
 

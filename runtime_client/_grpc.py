@@ -53,8 +53,8 @@ def _json(raw: bytes | str, default: Any = None) -> Any:
         return default
     try:
         return json.loads(raw)
-    except ValueError as exc:  # also invalid UTF-8
-        raise TransportError(f"gateway sent a malformed response: {exc}") from exc
+    except (ValueError, RecursionError) as exc:  # also invalid UTF-8; nested past the parser's depth
+        raise TransportError(f"gateway sent a malformed response: {type(exc).__name__}: {exc}") from exc
 
 
 def _time(ts: Any) -> datetime | None:
@@ -75,7 +75,7 @@ def tool_from_proto(msg: pb.ToolInfo) -> ToolSpec:
         risk=risk,
         version=msg.version,
         labels=tuple(msg.labels),
-        timeout_seconds=_seconds(msg.timeout_seconds),
+        longest_call_seconds=_seconds(msg.longest_call_seconds),
     )
 
 
@@ -167,8 +167,8 @@ def _approval_args(msg: pb.Approval) -> tuple[dict[str, Any], str]:
     ``damage``: a malformed response error here kept a run from learning its request's status,
     so no resume could go on, not even to hear that it was rejected."""
     try:
-        args = json.loads(msg.args_json) if msg.args_json else {}
-    except (ValueError, RecursionError):  # also not UTF-8; nested past the parser's depth
+        args = _json(msg.args_json, {})
+    except TransportError:
         args = None
     if not isinstance(args, dict):
         return {}, msg.damage or "args_json: not a JSON object"
@@ -255,7 +255,7 @@ async def _atranslated(transport: AsyncGrpcTransport) -> AsyncIterator[None]:
 
 class _Deadlines:
     """How long an ExecuteTool call may take: the transport's ``timeout`` and the longest a call
-    of the tool can take at the gateway (``ToolInfo.timeout_seconds``, learnt from each tool
+    of the tool can take at the gateway (``ToolInfo.longest_call_seconds``, learnt from each tool
     list; a transport that has none asks for one before its first calls). With the ``timeout`` alone
     a tool allowed to run longer was cut off by the deadline while the gateway still ran it,
     and its answer, whatever it was, was lost (``GatewayTimeoutError``)."""
@@ -269,7 +269,7 @@ class _Deadlines:
         return self._tools is not None
 
     def learn(self, tools: list[ToolSpec]) -> list[ToolSpec]:
-        self._tools = {t.name: t.timeout_seconds for t in tools if t.timeout_seconds}
+        self._tools = {t.name: t.longest_call_seconds for t in tools if t.longest_call_seconds}
         return tools
 
     def unknown(self) -> None:
@@ -280,7 +280,6 @@ class _Deadlines:
 
     def of(self, tool: str) -> float:
         return self._timeout + (self._tools or {}).get(tool, 0.0)
-
 
 
 class GrpcTransport:

@@ -26,7 +26,7 @@ class ToolSpec:
     risk: Risk = field(default_factory=Risk)
     version: str = ""
     labels: tuple[str, ...] = ()
-    timeout_seconds: float | None = None
+    longest_call_seconds: float | None = None
     """The longest one call of it can take at the gateway: every attempt to the tool's timeout and
     the back-offs between (None: not said)."""
 

@@ -1,4 +1,4 @@
-"""A call's deadline covers as long as the gateway lets the tool run (``ToolInfo.timeout_seconds``):
+"""A call's deadline covers as long as the gateway lets the tool run (``ToolInfo.longest_call_seconds``):
 with the client's ``timeout`` alone (30 s by default), a tool allowed to run longer was cut off
 by the deadline while the gateway went on running it, and its answer was lost
 (``GatewayTimeoutError``). Real gateway (demo config plus test tools) on 127.0.0.1 port 0; the
@@ -25,7 +25,7 @@ async def test_tools_say_how_long_they_may_run(running):
         tools = {t.name: t for t in await client.list_tools()}
     configs = {t.name: t for t in running.app.config.tools}
     for name, timeout in (("sleep", 30), ("sleep_short", 0.3)):  # every attempt and back-off, its timeout at least
-        assert tools[name].timeout_seconds == longest_run(configs[name]) >= timeout
+        assert tools[name].longest_call_seconds == longest_run(configs[name]) >= timeout
 
 
 async def test_async_call_longer_than_the_client_timeout_gets_its_answer(running):

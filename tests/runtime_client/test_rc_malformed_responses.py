@@ -47,3 +47,11 @@ async def test_malformed_observation_stops_run_with_tool_failure():
                                  checkpoints=None)
     assert result.stop_reason is StopReason.TOOL_FAILURE
     assert result.state.observations[-1].code == "transport_error"
+
+
+def test_a_response_nested_past_the_parser_is_a_transport_error():
+    """A bare RecursionError escaped the client's reading of a result's data or a tool's schema."""
+    from runtime_client._grpc import _json
+
+    with pytest.raises(TransportError, match="malformed"):
+        _json(b"[" * 100_000 + b"]" * 100_000)

@@ -20,22 +20,22 @@ class Risk(_message.Message):
     def __init__(self, side_effect: _Optional[str] = ..., reversibility: _Optional[str] = ..., data_sensitivity: _Optional[str] = ...) -> None: ...
 
 class ToolInfo(_message.Message):
-    __slots__ = ("name", "version", "description", "input_schema_json", "risk", "labels", "timeout_seconds")
+    __slots__ = ("name", "version", "description", "input_schema_json", "risk", "labels", "longest_call_seconds")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     INPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
     RISK_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
-    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LONGEST_CALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     description: str
     input_schema_json: str
     risk: Risk
     labels: _containers.RepeatedScalarFieldContainer[str]
-    timeout_seconds: float
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., risk: _Optional[_Union[Risk, _Mapping]] = ..., labels: _Optional[_Iterable[str]] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+    longest_call_seconds: float
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., risk: _Optional[_Union[Risk, _Mapping]] = ..., labels: _Optional[_Iterable[str]] = ..., longest_call_seconds: _Optional[float] = ...) -> None: ...
 
 class ListToolsRequest(_message.Message):
     __slots__ = ()

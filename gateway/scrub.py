@@ -23,7 +23,7 @@ alone keeps its name.
 Output that must be cut to a size (an executor's cap) is cut with ``Scrubber.cut`` *before*
 scrubbing, at a point that splits no secret: the scrubber only recognises whole secrets, so a
 plain cut could let all but the last character of one through. The text given to ``cut`` must
-reach ``output_margin`` bytes past the cut, so that a secret starting before it is seen whole.
+reach ``Scrubber.margin`` bytes past the cut, so that a secret starting before it is seen whole.
 """
 
 from __future__ import annotations
@@ -157,13 +157,6 @@ def _shifted_cores(raw: bytes, enc: Any) -> set[str]:
     return cores
 
 
-def output_margin(secrets: Iterable[str]) -> int:
-    """Bytes to read past a cap so that any form of ``secrets`` (or a pattern-shaped secret)
-    starting before the cap lies whole in what was read."""
-    longest = max((len(f.encode()) for s in secrets for f in encoded_forms(s)), default=0)
-    return max(longest, PATTERN_MARGIN_BYTES)
-
-
 class Scrubber:
     """Scrubs one call's output. Build one per call with that call's secret values."""
 
@@ -173,15 +166,16 @@ class Scrubber:
         for secret in secrets:
             forms |= encoded_forms(secret)
         self._forms = sorted(forms, key=len, reverse=True)
+        self._margin = max([PATTERN_MARGIN_BYTES, *(len(f.encode()) for f in self._forms)])
         self._exact = re.compile("|".join(re.escape(f) for f in self._forms)) if self._forms else None
         self._patterns = tuple(patterns)
         self._digit_secrets = tuple(s for s in secrets if s.isascii() and s.isdigit())
 
     def margin(self) -> int:
-        """``output_margin`` of this call's secrets: how far past a cut the text given to ``cut`` reaches."""
-        if not self._forms:
-            return PATTERN_MARGIN_BYTES
-        return max(max(len(f.encode()) for f in self._forms), PATTERN_MARGIN_BYTES)
+        """Bytes to read past a cap so that any form of this call's secrets (or a pattern-shaped
+        secret) starting before the cap lies whole in what was read: how far past a cut the text
+        given to ``cut`` must reach."""
+        return self._margin
 
     def cut(self, text: str, limit: int) -> str:
         """At most the first ``limit`` characters of ``text``, cut earlier where the cut would

@@ -2,7 +2,7 @@
 
 The scrubber (``gateway.scrub``) recognises whole secrets only, so output is never cut blindly
 at the cap: ``CappedOutput`` keeps the first ``cap`` bytes *and* a margin past them
-(``scrub.output_margin``: the longest form of this call's secrets, at least a few KiB), and
+(``Scrubber.margin``: the longest form of this call's secrets, at least a few KiB), and
 when the output was longer than the cap it is cut with ``Scrubber.cut`` — at the cap, or
 earlier where a secret crosses it. The rest of the stream is read and dropped.
 """
@@ -15,7 +15,7 @@ import os
 from contextlib import asynccontextmanager
 from typing import IO, AsyncIterator, Iterable
 
-from gateway.scrub import Scrubber, output_margin
+from gateway.scrub import Scrubber
 
 PIPE_GRACE_SECONDS = 2.0
 """How long to wait for a pipe's end after its process is gone (an escaped child may hold it)."""
@@ -26,8 +26,8 @@ class CappedOutput:
 
     def __init__(self, cap: int, secrets: Iterable[str] = ()) -> None:
         self.cap = cap
-        self._secrets = tuple(secrets)
-        self._keep = cap + output_margin(self._secrets)
+        self._scrubber = Scrubber(secrets)
+        self._keep = cap + self._scrubber.margin()
         self._buf = bytearray()
         self.truncated = False
         """More than ``cap`` bytes arrived."""
@@ -56,7 +56,7 @@ class CappedOutput:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         head = decoder.decode(bytes(self._buf[: self.cap]))  # holds back a character the cap splits
         whole = head + decoder.decode(bytes(self._buf[self.cap:]), final=True)
-        return Scrubber(self._secrets).cut(whole, len(head))
+        return self._scrubber.cut(whole, len(head))
 
 
 async def finish_readers(readers: list[asyncio.Future[None]]) -> None:

@@ -145,3 +145,15 @@ def test_empty_containers_count_towards_what_is_read(monkeypatch, data):
     _Walked.walked = 0
     shown = _observe(data, cap=64 * 1024)
     assert shown.truncated and _Walked.walked <= 64 * 1024, _Walked.walked
+
+
+def test_long_numbers_count_for_their_digits():
+    """Each number counted as one character: 69,000 ints of 2,000 bits passed a 64 KiB cap whole, and
+    41 MB of JSON were dumped and capped on the event loop. Now the copy stops near the cap."""
+    from gateway.jsonable import Keep, jsonable
+
+    big = [2**1999 + i for i in range(69_000)]
+    kept = jsonable(big, Keep(64 * 1024 + PATTERN_MARGIN_BYTES, Scrubber([SECRET])))
+    assert len(kept) * 600 < 4 * 64 * 1024  # about 110 of 69,000 read (602 digits each)
+    shown = _observe(big, cap=64 * 1024)
+    assert shown.truncated and shown.data == _scrubbed_all_then_capped(big[:1000], cap=64 * 1024)[0]

@@ -263,8 +263,10 @@ class ExecuteStage:
         return result, int((time.monotonic() - started) * 1000)
 
     def release(self, ctx: CallContext) -> None:
-        """Give back the concurrency slot ``admit`` took for a call that will not run after all."""
-        self._release(ctx.decision_id, ctx.tool.config, [])
+        """Give back the concurrency slot ``admit`` took for a call that will not run after all (none
+        taken, or given back already: nothing)."""
+        if ctx.decision_id in self._leases:
+            self._release(ctx.decision_id, ctx.tool.config, [])
 
     def _release(self, decision_id: str, tool: ToolConfig, unstoppable: list[Future[Any]]) -> None:
         """Give back the call's concurrency slot now, or once the work it left running ends."""

@@ -238,12 +238,7 @@ class Pipeline:
         return outcome
 
     async def _execute(self, c: _Call) -> Observation:
-        ctx = c.ctx
-        try:
-            self._write(c, "authorized", Code.OK, anchor=False)  # write-ahead: in the log file before the side effect
-        except BaseException:
-            self.executor.release(ctx)  # nothing ran: the concurrency slot admit took goes back
-            raise
+        self._write(c, "authorized", Code.OK, anchor=False)  # write-ahead: in the log file before the side effect
         c.executed = True
         # Once it has started, the tool runs to its end (or its own timeout) even if the caller goes
         # away: its outcome is what is stored under the call's key, not "cancelled", which a retry
@@ -305,6 +300,8 @@ class Pipeline:
 
     async def _finish(self, c: _Call, result: CallResult | None) -> None:
         ctx = c.ctx
+        if not c.executed:  # whatever stopped it after admit: the concurrency slot admit took goes back
+            self.executor.release(ctx)
         try:
             await self._settle_claims(c, result)
         finally:

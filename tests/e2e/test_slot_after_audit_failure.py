@@ -38,3 +38,25 @@ async def test_the_slot_of_a_call_whose_authorized_record_failed_goes_back(confi
     finally:
         await client.close()
         await running.stop()
+
+
+async def test_the_slot_goes_back_whatever_stops_a_call_between_admit_and_its_run(config, monkeypatch):
+    """The slot went back only when the ``authorized`` write failed; any other failure after admit
+    (a metrics or tracing hook, the audit of the admit step) kept it for good."""
+    audit, failed = Pipeline._audit, []
+
+    def admit_audit_fails_once(self, c, stage, code, **kw):  # fault injected after the slot is taken
+        if stage == "admit" and c.ctx.tool is not None and c.ctx.tool.name == "echo" and not failed:
+            failed.append(c.ctx.decision_id)
+            raise RuntimeError("metrics hook failed")
+        return audit(self, c, stage, code, **kw)
+
+    monkeypatch.setattr(Pipeline, "_audit", admit_audit_fails_once)
+    running = await start_gateway(config)
+    client = Client(running.address)
+    try:
+        assert (await client.call("echo", '{"x": 1}')).code == "internal_error" and failed
+        assert (await client.call("echo", '{"x": 2}')).code == "ok"  # the slot came back
+    finally:
+        await client.close()
+        await running.stop()

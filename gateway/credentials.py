@@ -44,6 +44,7 @@ log = structlog.get_logger("toolgate.credentials")
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}\Z")  # \Z: "$" would also match before a final "\n"
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,128}\Z")
+_HEADER_VALUE = re.compile(r"^(?:[!-~](?:[ \t!-~]*[!-~])?)?\Z")  # RFC 9110 field-value in ASCII
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 
 
@@ -265,6 +266,9 @@ class SecretResolver:
             if raw is None or raw == "":
                 return CredentialUnavailable(ref.secret, variant)
             formatted = format_value(ref, raw)
+            unfit = _unfit(ref, formatted)
+            if unfit is not None:
+                return CredentialUnavailable(ref.secret, variant, unfit)
             _place(ref, formatted, headers, env, files)
             values.update({raw, formatted})
         return ResolvedCredentials(
@@ -356,6 +360,18 @@ def validate_refs(tool: ToolConfig) -> None:
 def _place(ref: CredentialRef, value: str, headers: dict[str, str], env: dict[str, str], files: dict[str, str]) -> None:
     target = {"header": headers, "env": env, "file": files}[ref.inject]
     target[ref.name] = value
+
+
+def _unfit(ref: CredentialRef, value: str) -> str | None:
+    """Why a value cannot be injected where its reference puts it, naming the place and never the
+    value; None when it can. Found here, every executor refuses it the same way before anything
+    runs, instead of an HTTP client's encoding error (a retryable upstream failure) or a spawn's."""
+    if ref.inject == "header" and not _HEADER_VALUE.match(value):
+        return (f"its value holds characters an HTTP header ({ref.name}) cannot carry: printable ASCII, inner spaces "
+                "and tabs only, no line breaks and no space at either end")
+    if ref.inject == "env" and "\0" in value:
+        return f"its value holds a NUL character, which an environment variable ({ref.name}) cannot carry"
+    return None
 
 
 def _variant(constraints: Mapping[str, Any]) -> str | CredentialUnavailable:

@@ -183,3 +183,30 @@ def test_an_injected_name_with_a_final_newline_does_not_load(make_tool, inject, 
                      credentials=[{"secret": "api_token", "inject": inject, "name": name}])
     with pytest.raises(CredentialConfigError, match=f"needs a valid {inject} name"):
         validate_refs(tool)
+
+
+@pytest.mark.parametrize("secret", ["tökén-1234", "abc\r\nX-Injected: 1", "abc\ndef", "abc\0def", "abc ", "\tabc"])
+def test_a_header_value_http_cannot_carry_is_unavailable_before_any_executor_sees_it(make_tool, secret):
+    """Not ASCII, a line break, a NUL or a space at an end: refused at resolution with the header
+    named and the value never shown, for every executor alike (the MCP executor's HTTP client
+    raised UnicodeEncodeError, reported as a retryable upstream failure, and h11 a protocol error)."""
+    tool = make_tool("api", credentials=[{"secret": "api_token", "inject": "header", "name": "X-Api-Key"}])
+    got = SecretResolver([StaticProvider({"acme": {"api_token": secret}})]).resolve(tool, "acme", {})
+    assert isinstance(got, CredentialUnavailable) and got.reference == "api_token", got
+    assert "X-Api-Key" in got.reason and secret not in got.reason
+
+
+@pytest.mark.parametrize("secret", ["tok a\tb", "tok-!~", "x"])
+def test_a_header_value_with_inner_spaces_and_tabs_is_injected(make_tool, secret):
+    tool = make_tool("api", credentials=[{"secret": "api_token", "inject": "header", "name": "X-Api-Key"}])
+    got = SecretResolver([StaticProvider({"acme": {"api_token": secret}})]).resolve(tool, "acme", {})
+    assert isinstance(got, ResolvedCredentials) and got.headers == {"X-Api-Key": secret}
+
+
+def test_an_env_value_holding_a_nul_is_unavailable_not_a_failed_spawn(make_tool):
+    tool = make_tool("api", executor={"kind": "subprocess", "argv": ["true"]},
+                     credentials=[{"secret": "api_token", "inject": "env", "name": "API_TOKEN"}])
+    got = SecretResolver([StaticProvider({"acme": {"api_token": "a\0b"}})]).resolve(tool, "acme", {})
+    assert isinstance(got, CredentialUnavailable) and "API_TOKEN" in got.reason and "a\0b" not in got.reason
+    fine = SecretResolver([StaticProvider({"acme": {"api_token": "a b\nc"}})]).resolve(tool, "acme", {})
+    assert isinstance(fine, ResolvedCredentials) and fine.env == {"API_TOKEN": "a b\nc"}

@@ -19,7 +19,8 @@ files verify together: a missing or emptied file in between is a gap in seq (ver
 finishes the rotation when it starts again. A log that ends in a partial line (a stop or a full
 disk mid-write) has that line moved to ``<log>.torn-<unix ns>`` at start, and an
 ``audit_restarted`` record with code ``audit_log_torn`` names it; a log that ends before its
-head is moved to ``<log>.cut-<unix ns>`` (code ``audit_log_cut``). Evidence set aside is never
+head is moved to ``<log>.cut-<unix ns>`` (code ``audit_log_cut``; ``audit_head_unreadable`` when
+its head is there but not one, which the next flush would overwrite). Evidence set aside is never
 replaced: a name already taken gets ``-1``, ``-2``… after it.
 
 Not through structlog (DESIGN.md says it is): a record is written on every stage of every
@@ -41,6 +42,7 @@ from typing import Any, Iterable, Iterator
 
 import structlog
 
+from gateway.json_keys import NotStrictJson, strict_loads
 from gateway.regular_files import open_regular
 
 log = structlog.get_logger("toolgate.audit")
@@ -104,7 +106,8 @@ class _ChainedFile:
         self.torn = _set_aside_torn_tail(path, fsync)
         """When the log ended in a partial line: where that line was moved, for a record."""
         self.set_aside = _set_aside_if_cut(path)
-        """When the log ended before its head: what was moved aside, for the first record."""
+        """When the log ended before its head, or its head was not one: what was moved aside, for
+        the first record."""
         self.seq, self.last_hash = _tail_state(path)
         self._file = open(path, "ab", buffering=1024 * 1024)
         self._head = path.with_name(path.name + ".head")
@@ -179,9 +182,10 @@ class AuditLog:
         self._sink = _ChainedFile(self.path, fsync)
         self._gateway_id = gateway_id
         self._rotate_bytes = rotate_bytes
-        if self._sink.set_aside:  # records were removed from the log: keep the evidence, say so, start anew
-            log.error("audit_log_cut", path=str(self.path), **self._sink.set_aside)
-            self.record(RESTARTED, code="audit_log_cut", **self._sink.set_aside)
+        if self._sink.set_aside:  # records were removed from the log (or its head is not one): keep it, say so
+            code = "audit_head_unreadable" if "head_problem" in self._sink.set_aside else "audit_log_cut"
+            log.error(code, path=str(self.path), **self._sink.set_aside)
+            self.record(RESTARTED, code=code, **self._sink.set_aside)
             self._sink.flush()
         elif self._sink.seq and self._sink.size() == 0:  # stopped between a rotation's rename and its record
             self._rotated(self.path.with_name(f"{self.path.name}.{self._sink.seq:012d}").name)
@@ -233,9 +237,10 @@ def _tail_state(path: Path) -> tuple[int, str]:
     for line in _lines_from_end(path):
         try:
             rec = json.loads(line)
-            return int(rec["seq"]), str(rec["hash"])
-        except (ValueError, KeyError, TypeError, RecursionError):
+        except (ValueError, RecursionError):
             continue
+        if isinstance(rec, dict) and type(rec.get("seq")) is int and isinstance(rec.get("hash"), str):
+            return rec["seq"], rec["hash"]
     return 0, GENESIS
 
 
@@ -265,15 +270,20 @@ def _set_aside_if_cut(path: Path) -> dict[str, Any] | None:
     ``audit.fsync``). Continuing its chain would overwrite the head and hide that, so both are
     renamed ``<log>.cut-<unix ns>`` (and ``.head``; ``-1``, ``-2``… after it if that is taken:
     never over earlier evidence) for an investigation, and the gateway starts a new chain whose
-    first record names them."""
+    first record names them. So is a log beside a head that is there but not one: the next
+    flush would overwrite it too, and whether records were removed can no longer be told."""
     head_path = path.with_name(path.name + ".head")
-    try:
-        head_seq = int(json.loads(head_bytes(head_path))["seq"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
     log_seq, _ = _tail_state(path)
-    if head_seq <= log_seq:
+    try:
+        anchor = read_head(head_path)
+    except OSError:  # unreadable: opening it to write fails next, and the gateway does not start
         return None
+    except ValueError as exc:
+        found: dict[str, Any] = {"head_problem": str(exc)}
+    else:
+        if anchor is None or anchor[0] <= log_seq:
+            return None
+        found = {"head_seq": anchor[0]}
     for kept in _aside_names(path, "cut"):
         kept_head = kept.with_name(kept.name + ".head")
         if os.path.lexists(kept) or os.path.lexists(kept_head):
@@ -281,7 +291,7 @@ def _set_aside_if_cut(path: Path) -> dict[str, Any] | None:
         if path.exists():
             _move_no_replace(path, kept)
         _move_no_replace(head_path, kept_head)
-        return {"previous_file": kept.name, "log_ended_at_seq": log_seq, "head_seq": head_seq}
+        return {"previous_file": kept.name, "log_ended_at_seq": log_seq, **found}
     raise AssertionError("unreachable: _aside_names never ends")
 
 
@@ -359,7 +369,7 @@ def _write_aside(path: Path, data: bytes, fsync: bool) -> Path:
     raise AssertionError("unreachable: _aside_names never ends")
 
 
-def head_bytes(head: Path) -> bytes:
+def _head_bytes(head: Path) -> bytes:
     """The head file's bytes: opened without waiting (a FIFO put in its place would hang the
     read) and read only when a regular file, at most ``_HEAD_MAX`` bytes of it."""
     fd, _ = open_regular(head, os.O_RDONLY)
@@ -372,12 +382,34 @@ def head_bytes(head: Path) -> bytes:
     return raw
 
 
+def read_head(head: Path) -> tuple[int, str] | None:
+    """(seq, hash) from a head file, or None when there is none (missing or empty: not written
+    yet). One that is there but is not ``{"seq": <integer ≥ 0>, "hash": <string>}``, each key
+    once, raises ValueError; one that cannot be read, OSError."""
+    try:
+        raw = _head_bytes(head)
+    except FileNotFoundError:
+        return None
+    if not raw.strip():
+        return None
+    try:
+        anchor = strict_loads(raw)
+    except NotStrictJson:
+        raise ValueError("not valid JSON (each key once)") from None
+    if (not isinstance(anchor, dict) or type(anchor.get("seq")) is not int or anchor["seq"] < 0
+            or not isinstance(anchor.get("hash"), str)):
+        raise ValueError('not {"seq": <integer>, "hash": <string>}')
+    return anchor["seq"], anchor["hash"]
+
+
 def _head_after_rename(path: Path) -> tuple[int, str]:
     try:
-        anchor = json.loads(head_bytes(path.with_name(path.name + ".head")))
-        seq, digest = int(anchor["seq"]), str(anchor["hash"])
-    except (OSError, ValueError, KeyError, TypeError):
+        anchor = read_head(path.with_name(path.name + ".head"))
+    except (OSError, ValueError):  # a head that is not one was set aside before this is asked
         return 0, GENESIS
+    if anchor is None:
+        return 0, GENESIS
+    seq, digest = anchor
     if seq > 0 and path.with_name(f"{path.name}.{seq:012d}").exists():
         return seq, digest
     return 0, GENESIS

@@ -37,7 +37,7 @@ from json import JSONDecoder
 from pathlib import Path
 from typing import Any, Iterable
 
-from gateway.audit import GENESIS, ROTATED, head_bytes, record_hash
+from gateway.audit import GENESIS, ROTATED, read_head, record_hash
 from gateway.json_keys import DuplicateKey, unique_pairs
 
 
@@ -175,24 +175,11 @@ def _hash_at(path: Path, seq: int, chain: VerifyReport) -> str:
 
 
 def _read_head(head: Path) -> tuple[int, str] | None:
-    """(seq, hash), or None when there is no head (missing or empty: not written yet).
-    A head that is there but not ``{"seq": int, "hash": str}`` raises ValueError."""
+    """``gateway.audit.read_head``, its OSError worded for the report."""
     try:
-        raw = head_bytes(head)
-    except FileNotFoundError:
-        return None
+        return read_head(head)
     except OSError as exc:
         raise OSError(f"cannot be read: {exc.strerror or exc}") from None
-    if not raw.strip():
-        return None
-    try:
-        anchor = _loads(raw)
-    except (ValueError, RecursionError):
-        raise ValueError("not valid JSON (each key once)") from None
-    if (not isinstance(anchor, dict) or type(anchor.get("seq")) is not int or anchor["seq"] < 0
-            or not isinstance(anchor.get("hash"), str)):
-        raise ValueError('not {"seq": <integer>, "hash": <string>}')
-    return anchor["seq"], anchor["hash"]
 
 
 def _check_empty(path: Path, head: Path, anchor: tuple[int, str] | None, chain: VerifyReport) -> VerifyReport:
@@ -283,7 +270,7 @@ def companion_reason(path: str | Path) -> str:
     kept = _SET_ASIDE.match(name[:-len(".head")] if head else name)
     if kept and kept["kind"] == "cut":
         what = "the head of a log" if head else "a log"
-        return (f"{what} cut short, set aside when the gateway started (its audit_restarted record in "
+        return (f"{what} cut short (or beside a head that was not one), set aside when the gateway started (its audit_restarted record in "
                 f"{kept['log']} names it): evidence, not a segment")
     if kept and not head:
         return (f"a partial line set aside when the gateway started (its audit_restarted record in "

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from gateway.audit_verify import verify_file
 from tests.conftest import StoppedClock, audit_records, write_audit_log
 
@@ -63,3 +65,54 @@ def test_a_second_cut_in_the_same_tick_keeps_the_first_evidence(tmp_path, monkey
         kept = tmp_path / name
         assert len(audit_records(kept)) == kept_records == first["log_ended_at_seq"]  # neither replaced the other
         assert json.loads((tmp_path / f"{name}.head").read_text())["seq"] == first["head_seq"] == 6
+
+
+CRAFTED_HEADS = [
+    b"[" * 4000,  # nested past the recursion limit: the start raised RecursionError
+    b'{"seq": 1e400, "hash": "sha256:x"}',  # int(inf) raised OverflowError
+    b'{"seq": 1.9, "hash": "sha256:x"}',  # read as seq 1
+    b'{"seq": 9, "seq": 1, "hash": "sha256:x"}',  # a key twice
+    b'{"seq": "9", "hash": "sha256:x"}',
+    b"not json",
+]
+
+
+@pytest.mark.parametrize("head", CRAFTED_HEADS)
+def test_a_head_that_is_not_one_is_set_aside_with_its_log_not_overwritten(tmp_path, head) -> None:
+    """A head that is there but is not ``{"seq": int, "hash": str}`` stops the gateway from
+    telling whether records were removed; the next flush would overwrite it and the evidence
+    with it (verify then passed a cut log). Both are set aside and the new chain says why."""
+    path = tmp_path / "audit.jsonl"
+    write_audit_log(path, 4)
+    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:2]))  # two records removed
+    path.with_name("audit.jsonl.head").write_bytes(head)  # and the head that showed it spoiled
+    write_audit_log(path, 1)
+    (kept,) = tmp_path.glob("audit.jsonl.cut-*[0-9]")
+    assert len(audit_records(kept)) == 2 and (tmp_path / f"{kept.name}.head").read_bytes() == head
+    first, call = audit_records(path)
+    assert (first["stage"], first["code"], first["seq"]) == ("audit_restarted", "audit_head_unreadable", 1)
+    assert (first["previous_file"], first["log_ended_at_seq"]) == (kept.name, 2) and first["head_problem"]
+    assert call["seq"] == 2 and verify_file(path).ok
+    assert not verify_file(kept).ok and "head file" in verify_file(kept).reason
+
+
+def test_a_spoiled_head_beside_no_log_is_set_aside_too(tmp_path) -> None:
+    path = tmp_path / "audit.jsonl"
+    path.with_name("audit.jsonl.head").write_bytes(b"[" * 4000)
+    write_audit_log(path, 1)
+    (head,) = tmp_path.glob("audit.jsonl.cut-*.head")
+    assert head.read_bytes() == b"[" * 4000
+    first, call = audit_records(path)
+    assert (first["code"], first["log_ended_at_seq"], call["seq"]) == ("audit_head_unreadable", 0, 2)
+    assert verify_file(path).ok
+
+
+def test_a_last_line_with_a_seq_past_a_double_is_passed_over_at_start(tmp_path) -> None:
+    """int(inf) raised OverflowError while the start looked for where the chain ends."""
+    path = tmp_path / "audit.jsonl"
+    write_audit_log(path, 2)
+    with open(path, "ab") as f:
+        f.write(b'{"seq": 1e400, "hash": "sha256:x"}\n')
+    write_audit_log(path, 1)
+    assert audit_records(path)[-1]["seq"] == 3  # it went on from the last record that was one
+    assert not verify_file(path).ok  # and the line that was not one is still there to be seen

@@ -24,16 +24,17 @@ feeds the scrubber, which removes them from the tool's output before normalizati
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
 import stat
 import sys
 import tempfile
-from contextlib import contextmanager, suppress
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal, Mapping, Protocol, Sequence
+from typing import Any, AsyncIterator, Literal, Mapping, Protocol, Sequence
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -389,9 +390,11 @@ def _hosts(hosts: Any) -> tuple[str, ...] | None:
     return tuple(str(h) for h in hosts)
 
 
-@contextmanager
-def credential_files(creds: ResolvedCredentials | None, parent: Path | None = None) -> Iterator[dict[str, str]]:
-    """Write each file credential to a 0600 file in a private 0700 folder; remove them on exit.
+@asynccontextmanager
+async def credential_files(creds: ResolvedCredentials | None, parent: Path | None = None) -> AsyncIterator[dict[str, str]]:
+    """Write each file credential to a 0600 file in a private 0700 folder; remove them on exit,
+    in a thread: the tool may have left any number of files there, and their removal would hold
+    the event loop (and every other call on it) meanwhile.
 
     Yields label → path. The folder is outside the tool's sandbox unless ``parent`` says otherwise.
     """
@@ -409,8 +412,8 @@ def credential_files(creds: ResolvedCredentials | None, parent: Path | None = No
                 fh.write(value)
             paths[label] = str(path)
         yield paths
-    finally:
-        _remove(folder, top)
+    finally:  # a cancelled call stops waiting here; the thread removes the folder all the same
+        await asyncio.shield(asyncio.to_thread(_remove, folder, top))
 
 
 def _remove(folder: Path, top: str) -> None:
@@ -432,7 +435,7 @@ def _remove(folder: Path, top: str) -> None:
             function(path)
 
     if not os.path.islink(folder):
-        _writable(str(folder), top)
+        _open_up(str(folder), top)
     if sys.version_info >= (3, 12):
         shutil.rmtree(folder, onexc=again)  # never follows a link: one put in the folder's place is refused
     else:
@@ -441,6 +444,17 @@ def _remove(folder: Path, top: str) -> None:
         shutil.rmtree(folder, ignore_errors=True)  # once more: folders made readable on the first pass
     if os.path.lexists(folder):
         log.error("credential_files_not_removed", folder=str(folder))
+
+
+def _open_up(folder: str, top: str) -> None:
+    """Every folder at or below ``folder`` made 0700, each before it is listed, so a folder the tool
+    sealed (000) inside another sealed one is reached too: rmtree alone opened one level per pass."""
+    pending = [folder]
+    while pending:
+        path = pending.pop()
+        _writable(path, top)
+        with suppress(OSError), os.scandir(path) as entries:
+            pending.extend(entry.path for entry in entries if entry.is_dir(follow_symlinks=False))
 
 
 def _writable(path: str, top: str) -> None:

@@ -137,7 +137,7 @@ class SubprocessExecutor:
         ex = request.tool.executor
         options = ex.options
         creds = request.credentials
-        with credential_files(creds) as files:
+        async with credential_files(creds) as files:
             try:
                 argv = build_argv(ex.argv, request.args, files, allow_dash=bool(options.get("allow_dash_values")))
                 cwd = sandbox_cwd(request.tenant_sandbox, ex.cwd)

@@ -114,9 +114,9 @@ def test_from_config_builds_typed_providers(tmp_path, make_tool):
         SecretResolver.from_config({"providers": [{"kind": "vault"}]}, tmp_path)
 
 
-def test_file_credentials_are_private_and_removed(make_tool):
+async def test_file_credentials_are_private_and_removed(make_tool):
     creds = ResolvedCredentials(files={"kubeconfig": "secret-body"}, secret_values=frozenset({"secret-body"}))
-    with credential_files(creds) as paths:
+    async with credential_files(creds) as paths:
         path = paths["kubeconfig"]
         assert open(path).read() == "secret-body"
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600

@@ -56,6 +56,8 @@ class GatewayApp:
             executor=self.executor,
         )
         self._sweeper: asyncio.Task[None] | None = None
+        self._reloading = asyncio.Lock()  # one reload at a time: a SIGHUP during the watcher's
+        self._reloads: set[asyncio.Task[bool]] = set()  # SIGHUP's, held until done
 
     async def visible_tools(self, identity: Identity) -> list[ToolDescriptor]:
         """Tools the policy lets this caller see (``data.toolgate.visible``); errors hide."""
@@ -70,10 +72,20 @@ class GatewayApp:
                 log.warning("visibility_check_failed", tool=tool.name, detail=exc.detail)
         return visible
 
-    def reload_policy(self) -> bool:
+    async def reload_policy(self) -> bool:
         """Reload the policy atomically; a broken policy keeps the old one and logs why."""
+        async with self._reloading:
+            return await self._reload_policy()
+
+    def reload_policy_soon(self) -> None:
+        """``reload_policy`` in a task of its own (a signal handler cannot await)."""
+        task = asyncio.get_running_loop().create_task(self.reload_policy())
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
+
+    async def _reload_policy(self) -> bool:
         try:
-            self.engine.reload()
+            await self.engine.reload()
         except Exception as exc:
             log.error("policy_reload_failed", error=str(exc))
             self.audit.record("policy_reload", code="policy_reload_failed", error=str(exc)[:2000])
@@ -115,6 +127,9 @@ class GatewayApp:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
+        for task in list(self._reloads):  # a reload after close would bring a closed engine back
+            task.cancel()
+        await asyncio.gather(*self._reloads, return_exceptions=True)
         await self.executor.close()
         await self.engine.close()
         await self.store.close()

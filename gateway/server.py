@@ -124,7 +124,7 @@ async def serve(config: Config, address: str | None = None, *, ready=None, worke
         ready(f"{host}:{port}")
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    loop.add_signal_handler(signal.SIGHUP, app.reload_policy)
+    loop.add_signal_handler(signal.SIGHUP, app.reload_policy_soon)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     watcher = asyncio.create_task(_watch_policy(app)) if config.policy.reload_on_change else None
@@ -165,7 +165,7 @@ async def _watch_policy(app: GatewayApp, interval: float = 2.0, settle: float = 
                 if now == before:
                     break
             last = now
-            app.reload_policy()  # audits its own failure, and keeps the old policy
+            await app.reload_policy()  # audits its own failure, and keeps the old policy
         except Exception as exc:  # noqa: BLE001 - the watcher must outlive whatever went wrong
             log.error("policy_watch_failed", folder=str(folder), error=f"{type(exc).__name__}: {exc}"[:500])
 

@@ -31,8 +31,8 @@ class PolicyEngine(Protocol):
         """
         ...
 
-    def reload(self) -> None:
-        """Load the bundle again, atomically.
+    async def reload(self) -> None:
+        """Load the bundle again, atomically, without holding the event loop for its I/O.
 
         The new policy is built completely before it replaces the old one; on failure
         raises ``PolicyLoadError`` and the old policy keeps serving.

@@ -146,11 +146,15 @@ class OPAEngine:
         """The value at ``path`` or ``UNDEFINED``; raises ``PolicyError`` when OPA fails."""
         return (await self._post(path, input)).get("result", UNDEFINED)
 
-    def reload(self) -> None:
-        """Refresh ``version`` from OPA's loaded policies (OPA reloads bundles itself).
+    async def reload(self) -> None:
+        """Refresh ``version`` from OPA's loaded policies (OPA reloads bundles itself), asked in a
+        thread: an OPA slow to answer held the event loop, and every call on it, for up to 2 s.
 
         Raises ``PolicyLoadError`` when OPA cannot be asked; the old version is kept.
         """
+        self._version = await asyncio.to_thread(self._loaded_version)
+
+    def _loaded_version(self) -> str:
         try:
             with _sync_client(self._url, max(self._timeout_s, 2.0), self._ca_file) as client:
                 response = client.get("/v1/policies")
@@ -161,7 +165,7 @@ class OPAEngine:
                 digest.update(policy["id"].encode() + b"\0" + policy["raw"].encode() + b"\0")
         except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise PolicyLoadError(f"{self._url}: cannot list OPA's policies: {type(exc).__name__}: {exc}") from exc
-        self._version = "opa:sha256:" + digest.hexdigest()[:16]
+        return "opa:sha256:" + digest.hexdigest()[:16]
 
     async def close(self) -> None:
         """Close the pooled connections; later evaluations fail with ``policy_unavailable``."""

@@ -51,14 +51,14 @@ class ShadowEngine:
         """Queries go to the enforced engine only."""
         return await self.enforced.query(path, input)
 
-    def reload(self) -> None:
+    async def reload(self) -> None:
         """Reload both; a candidate that fails to load is logged and keeps its old policy.
 
         Raises ``PolicyLoadError`` only for the enforced engine.
         """
-        self.enforced.reload()
+        await self.enforced.reload()
         try:
-            self.candidate.reload()
+            await self.candidate.reload()
         except Exception as exc:  # the candidate must never break the enforced path
             log.warning("policy_shadow_reload_failed", error=str(exc))
 

@@ -53,11 +53,11 @@ async def test_policy_reload_keeps_the_old_policy_when_the_new_one_is_broken(tmp
     try:
         version = running.app.engine.version
         (cfg.policy_bundle_path / "policy.rego").write_text(HEADER + "decision := {{{ not rego")
-        assert running.app.reload_policy() is False
+        assert await running.app.reload_policy() is False
         assert running.app.engine.version == version
         assert (await client.call("echo", "{}")).code == "ok"
         (cfg.policy_bundle_path / "policy.rego").write_text(HEADER + 'decision := {"decision": "deny", "reasons": ["closed"]}')
-        assert running.app.reload_policy() is True
+        assert await running.app.reload_policy() is True
         resp = await client.call("echo", "{}")
         assert resp.code == "policy_denied" and resp.policy_version != version
     finally:

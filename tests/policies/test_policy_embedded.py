@@ -121,7 +121,7 @@ async def test_a_helper_named_like_a_missing_builtin_does_not_hide_it(tmp_path):
     engine = EmbeddedEngine.from_bundle(root)
     bundle(root, files)
     with pytest.raises(PolicyLoadError):
-        engine.reload()
+        await engine.reload()
     assert (await engine.evaluate({"s": "a,b"})).decision == "allow"
 
 
@@ -184,7 +184,7 @@ async def test_reload_swaps_in_the_new_policy(tmp_path):
     engine = EmbeddedEngine.from_bundle(root)
     old_version = engine.version
     (root / "p.rego").write_text(DENY)
-    engine.reload()
+    await engine.reload()
     assert (await engine.evaluate({})).reasons == ["v2"]
     assert engine.version != old_version
 
@@ -195,10 +195,10 @@ async def test_reload_keeps_the_old_policy_when_the_new_one_is_broken(tmp_path):
     version = engine.version
     (root / "p.rego").write_text(DENY.replace('"deny"', 'strings.split_n("a", "b", 1)'))
     with pytest.raises(PolicyLoadError, match="strings.split_n"):
-        engine.reload()
+        await engine.reload()
     (root / "q.rego").write_text("package toolgate\nx := \n")
     with pytest.raises(PolicyLoadError):
-        engine.reload()
+        await engine.reload()
     assert (await engine.evaluate({})).reasons == ["v1"]
     assert engine.version == version
 
@@ -245,7 +245,7 @@ async def test_reload_forgets_which_paths_are_rules(tmp_path):
     (root / "p.rego").write_text(ALLOW)
     (root / "toolgate").mkdir()
     (root / "toolgate" / "data.json").write_text('{"limits": {"refund": 2}}')
-    engine.reload()
+    await engine.reload()
     assert await engine.query("data.toolgate.limits", {}) == {"refund": 2}
 
 

@@ -75,7 +75,7 @@ async def test_unreachable_opa_is_policy_unavailable():
 def test_opa_reload_versions_the_loaded_policies(opa_server):
     engine = OPAEngine(opa_server.url)
     assert engine.version == f"opa:{opa_server.url}"
-    engine.reload()
+    asyncio.run(engine.reload())
     assert engine.version.startswith("opa:sha256:")
 
 
@@ -182,7 +182,7 @@ async def test_opa_on_a_unix_socket_decides_and_versions(unix_opa):
     try:
         decision = await engine.evaluate(WRITE)
         assert decision.decision == "require_approval" and decision.engine_decision_id is None  # no decision log
-        engine.reload()
+        await engine.reload()
         assert engine.version.startswith("opa:sha256:")
     finally:
         await engine.close()

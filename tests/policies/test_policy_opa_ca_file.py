@@ -7,6 +7,8 @@ trust store, and here never in the environment either.
 
 from __future__ import annotations
 
+import asyncio
+
 import shutil
 from pathlib import Path
 
@@ -72,7 +74,7 @@ async def test_without_opa_ca_file_the_same_opa_fails_closed(tls_opa, tmp_path, 
 def test_reload_trusts_opa_ca_file(tls_opa, no_env_trust):
     server, ca = tls_opa
     engine = OPAEngine(server.url, ca_file=ca)
-    engine.reload()
+    asyncio.run(engine.reload())
     assert engine.version.startswith("opa:sha256:")
 
 
@@ -85,7 +87,7 @@ async def test_opa_ca_file_replaces_the_trust_from_the_environment(tls_opa, tmp_
     engine = OPAEngine(server.url, timeout_ms=2000, ca_file=other_ca)
     await certificate_refused(engine)
     with pytest.raises(PolicyLoadError, match="CERTIFICATE_VERIFY_FAILED"):
-        engine.reload()
+        await engine.reload()
 
 
 def _not_pem(tmp_path: Path) -> str:

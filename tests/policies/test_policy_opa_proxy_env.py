@@ -9,6 +9,8 @@ one with a forged ``allow``; the OPA servers are real.
 
 from __future__ import annotations
 
+import asyncio
+
 import socketserver
 import threading
 from collections.abc import Iterator
@@ -96,7 +98,7 @@ async def test_a_decision_goes_to_opa_not_to_the_proxy(opa_url, proxy):
 
 def test_reload_asks_opa_not_the_proxy(opa_url, proxy):
     engine = OPAEngine(opa_url)
-    engine.reload()
+    asyncio.run(engine.reload())
     assert engine.version.startswith("opa:sha256:")
     assert proxy.seen == []
 

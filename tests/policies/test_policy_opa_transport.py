@@ -6,6 +6,8 @@ client's own wire handling is tested against a fake server in test_policy_opa_ht
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 
@@ -90,5 +92,35 @@ def test_reload_with_a_malformed_policy_list_is_a_load_error(policies, monkeypat
     engine_ = OPAEngine("http://opa.test")
     before = engine_.version
     with pytest.raises(PolicyLoadError):
-        engine_.reload()
+        asyncio.run(engine_.reload())
     assert engine_.version == before
+
+
+async def test_reload_from_an_opa_that_does_not_answer_leaves_the_event_loop_free():
+    """The reload's request waits in a thread: an OPA that accepts and never answers held the
+    event loop (every call on the gateway) for the reload's 2 s timeout."""
+    import socket
+
+    from policies import PolicyLoadError
+
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts (the kernel's backlog), never answers
+    try:
+        engine_ = OPAEngine(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout_ms=100)
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(PolicyLoadError):
+            await engine_.reload()
+        waited = asyncio.get_running_loop().time() - started
+        task.cancel()
+        assert waited >= 1.5 and ticks >= 50, (waited, ticks)
+        await engine_.close()
+    finally:
+        silent.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from pathlib import Path
 
 import pytest
@@ -71,7 +73,7 @@ def test_version_and_reload_follow_the_enforced_engine(tmp_path):
     shadow = ShadowEngine(enforced, candidate)
     assert shadow.version == enforced.version
     (tmp_path / "b" / "p.rego").write_text("package toolgate\nx := \n")
-    shadow.reload()  # a broken candidate is logged, not raised
+    asyncio.run(shadow.reload())  # a broken candidate is logged, not raised
     (tmp_path / "a" / "p.rego").write_text("package toolgate\nx := \n")
     with pytest.raises(Exception):
-        shadow.reload()
+        asyncio.run(shadow.reload())

@@ -230,7 +230,8 @@ class LimitsConfig(_Strict):
     max_watch_streams: int = Field(default=1024, gt=0)
     """Open Approvals.Watch streams per process; past it a new one is refused (RESOURCE_EXHAUSTED)."""
     max_watch_streams_per_tenant: int = Field(default=256, gt=0)
-    """Of those, the most one tenant's callers hold open (at most ``max_watch_streams``)."""
+    """Of those, the most one tenant's approvers hold open, and the most its other callers (agents
+    watching their own requests) do (at most ``max_watch_streams``)."""
     max_public_streams: int = Field(default=64, gt=0)
     """Open streams of each service anyone may call without a key (health Watch, reflection),
     per process; past it a new one is refused. They never count against the limits above."""

@@ -7,8 +7,8 @@ the server sets no such limit; instead each kind of work has a gauge of its own:
 
 - ``ExecuteTool`` calls in flight: ``limits.max_concurrent_calls``, counted in the pipeline
   after the key is checked, so only callers with a key count (``concurrency_limited``);
-- ``Approvals.Watch`` streams: ``limits.max_watch_streams``, of which one tenant may hold
-  ``limits.max_watch_streams_per_tenant``;
+- ``Approvals.Watch`` streams: ``limits.max_watch_streams``, of which one tenant's approvers
+  may hold ``limits.max_watch_streams_per_tenant``, and its other callers as many;
 - streams anyone may open (health ``Watch``, reflection): ``limits.max_public_streams`` for
   each of those services, so neither can crowd out the other, nor the calls.
 
@@ -21,7 +21,7 @@ rather than written line by line.
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
 
 import grpc
 
@@ -50,30 +50,31 @@ class Gauge:
 
 
 class TenantGauge(Gauge):
-    """A ``Gauge`` that also holds each tenant to ``per_tenant`` of it: one tenant that opened
-    every stream the process allows left every other tenant's approvers and agents none."""
+    """A ``Gauge`` that also holds each share (a tenant's approvers, say) to ``per_tenant`` of it:
+    one tenant that opened every stream the process allows left every other tenant's approvers
+    and agents none."""
 
     def __init__(self, limit: int, per_tenant: int) -> None:
         super().__init__(limit)
         self.per_tenant = min(per_tenant, limit)
-        self._tenants: dict[str, int] = {}
+        self._shares: dict[Hashable, int] = {}
 
-    def enter_for(self, tenant: str) -> str:
+    def enter_for(self, share: Hashable) -> str:
         """"" when counted (``leave_for`` once then); else what is full: "process" or "tenant"."""
-        if self._tenants.get(tenant, 0) >= self.per_tenant:
+        if self._shares.get(share, 0) >= self.per_tenant:
             return "tenant"
         if not self.enter():
             return "process"
-        self._tenants[tenant] = self._tenants.get(tenant, 0) + 1
+        self._shares[share] = self._shares.get(share, 0) + 1
         return ""
 
-    def leave_for(self, tenant: str) -> None:
+    def leave_for(self, share: Hashable) -> None:
         self.leave()
-        left = self._tenants[tenant] - 1
+        left = self._shares[share] - 1
         if left:
-            self._tenants[tenant] = left
+            self._shares[share] = left
         else:
-            del self._tenants[tenant]
+            del self._shares[share]
 
 
 def refuse_stream_message(what: str, limit: int) -> str:

@@ -135,10 +135,14 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
         def match(rec: ApprovalRecord) -> bool:
             return (not one or rec.approval_id == one) and self._svc.visible(identity, rec)
 
-        if full := self._watching.enter_for(identity.tenant):
+        # a tenant's approvers and its other callers (agents watching their own requests) have a
+        # share each: agents holding their tenant's every stream left its approvers none
+        share = (identity.tenant, "approvers" if is_approver(identity) else "agents")
+        if full := self._watching.enter_for(share):
             message = (refuse_stream_message("Approvals.Watch streams", self._watching.limit) if full == "process"
-                       else f"{self._watching.per_tenant} Approvals.Watch streams are open for your tenant on this "
-                       "gateway process, its share (limits.max_watch_streams_per_tenant): close one or retry later")
+                       else f"{self._watching.per_tenant} Approvals.Watch streams are open for your tenant's {share[1]} "
+                       "on this gateway process, their share (limits.max_watch_streams_per_tenant): close one or retry "
+                       "later")
             await self._refuse(context, identity, "Watch", one or None, Code.CONCURRENCY_LIMITED,
                                grpc.StatusCode.RESOURCE_EXHAUSTED, message)
         try:
@@ -155,7 +159,7 @@ class ApprovalsServicer(pb_grpc.ApprovalsServicer):
                 async for event_type, rec in follower.events(sub):
                     yield pb.ApprovalEvent(type=event_type, approval=record_to_proto(rec, identity))
         finally:
-            self._watching.leave_for(identity.tenant)
+            self._watching.leave_for(share)
 
     async def _snapshot(self, context: grpc.aio.ServicerContext, identity: Identity, one: str, follower: Follower,
                         include_current: bool) -> AsyncIterator[list[ApprovalRecord]]:

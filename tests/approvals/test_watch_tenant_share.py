@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
-from tests.approvals.approval_helpers import APPROVER, OTHER_TENANT, serving, write_config
+from tests.approvals.approval_helpers import AGENT, APPROVER, OTHER_TENANT, serving, write_config
 
 LIMITS = {"max_watch_streams": 4, "max_watch_streams_per_tenant": 2}
 
@@ -43,5 +43,28 @@ async def test_one_tenant_cannot_take_every_watch_stream(tmp_path):
         held.pop(0).cancel()  # a closed stream gives its tenant's place back
         await asyncio.sleep(0.2)
         held.append(await _open(c, APPROVER["carol"]))
+        for stream in held:
+            stream.cancel()
+
+
+async def test_a_tenants_agents_cannot_take_its_approvers_streams(tmp_path):
+    """An agent watching its own request over and over held its tenant's whole share, and the
+    tenant's approvers could watch nothing; approvers and agents now have a share each."""
+    path = write_config(tmp_path)
+    raw = yaml.safe_load(path.read_text())
+    raw.setdefault("limits", {}).update(LIMITS)
+    path.write_text(yaml.safe_dump(raw))
+    async with serving(path) as (_, c):
+        mine = (await c.call("count_write", '{"n": 1}')).approval_required.approval_id
+        held = [await _open(c, AGENT, mine), await _open(c, AGENT, mine)]
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await _open(c, AGENT, mine)
+        assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "for your tenant's agents" in refused.value.details()
+        held.append(await _open(c, APPROVER["alice"]))  # the approvers' share is whole
+        held.append(await _open(c, APPROVER["bob"]))
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await _open(c, APPROVER["carol"])
+        assert "for your tenant's approvers" in refused.value.details()
         for stream in held:
             stream.cancel()

@@ -270,8 +270,9 @@ def _set_aside_if_cut(path: Path) -> dict[str, Any] | None:
     ``audit.fsync``). Continuing its chain would overwrite the head and hide that, so both are
     renamed ``<log>.cut-<unix ns>`` (and ``.head``; ``-1``, ``-2``… after it if that is taken:
     never over earlier evidence) for an investigation, and the gateway starts a new chain whose
-    first record names them. So is a log beside a head that is there but not one: the next
-    flush would overwrite it too, and whether records were removed can no longer be told."""
+    first record names them. So is a log with records beside a head that is not one, or none
+    (the head is written before the first record): the next flush would write it anew, and
+    whether records were removed could no longer be told."""
     head_path = path.with_name(path.name + ".head")
     log_seq, _ = _tail_state(path)
     try:
@@ -281,16 +282,20 @@ def _set_aside_if_cut(path: Path) -> dict[str, Any] | None:
     except ValueError as exc:
         found: dict[str, Any] = {"head_problem": str(exc)}
     else:
-        if anchor is None or anchor[0] <= log_seq:
+        if anchor is None and log_seq > 0:  # written before the first record: gone since, or blanked
+            found = {"head_problem": "missing or empty beside a log with records"}
+        elif anchor is None or anchor[0] <= log_seq:
             return None
-        found = {"head_seq": anchor[0]}
+        else:
+            found = {"head_seq": anchor[0]}
     for kept in _aside_names(path, "cut"):
         kept_head = kept.with_name(kept.name + ".head")
         if os.path.lexists(kept) or os.path.lexists(kept_head):
             continue
         if path.exists():
             _move_no_replace(path, kept)
-        _move_no_replace(head_path, kept_head)
+        if os.path.lexists(head_path):
+            _move_no_replace(head_path, kept_head)
         return {"previous_file": kept.name, "log_ended_at_seq": log_seq, **found}
     raise AssertionError("unreachable: _aside_names never ends")
 

@@ -116,3 +116,20 @@ def test_a_last_line_with_a_seq_past_a_double_is_passed_over_at_start(tmp_path) 
     write_audit_log(path, 1)
     assert audit_records(path)[-1]["seq"] == 3  # it went on from the last record that was one
     assert not verify_file(path).ok  # and the line that was not one is still there to be seen
+
+
+@pytest.mark.parametrize("blank", [None, b"", b" " * 128])
+def test_a_log_with_records_and_no_head_is_set_aside(tmp_path, blank) -> None:
+    """The head is written before a log's first record, so a log with records and no head (or a
+    blank one) lost it since; the start wrote a fresh head and verify passed a cut log."""
+    path = tmp_path / "audit.jsonl"
+    write_audit_log(path, 4)
+    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:2]))
+    head = path.with_name("audit.jsonl.head")
+    head.unlink() if blank is None else head.write_bytes(blank)
+    write_audit_log(path, 1)
+    (kept,) = tmp_path.glob("audit.jsonl.cut-*[0-9]")
+    assert len(audit_records(kept)) == 2
+    first, call = audit_records(path)
+    assert (first["code"], first["head_problem"]) == ("audit_head_unreadable", "missing or empty beside a log with records")
+    assert call["seq"] == 2 and verify_file(path).ok and not verify_file(kept).ok

@@ -83,3 +83,28 @@ def least_times(time_one: Callable[[int], float], sizes: Sequence[int], linear: 
         timings.rounds += 1
         if timings.rounds >= max_rounds or timings.rounds >= min_rounds and (linear(timings) or spent > budget):
             return timings
+
+
+class LoopTicks:
+    """Counts the event loop's turns of ``interval`` while it is entered (``async with``): a
+    blocking call on the loop meanwhile leaves ``count`` near 0."""
+
+    def __init__(self, interval: float = 0.01) -> None:
+        self.interval, self.count = interval, 0
+        self._task: Any = None
+
+    async def _tick(self) -> None:
+        import asyncio
+
+        while True:
+            await asyncio.sleep(self.interval)
+            self.count += 1
+
+    async def __aenter__(self) -> "LoopTicks":
+        import asyncio
+
+        self._task = asyncio.create_task(self._tick())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._task.cancel()

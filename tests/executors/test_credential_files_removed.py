@@ -12,6 +12,7 @@ import structlog
 
 from gateway.credentials import ResolvedCredentials, credential_files
 from gateway.executors.subprocess import SubprocessExecutor
+from tests._timing import LoopTicks
 
 SECRET = "kube-token-9f8e7d6c5b4a"
 LITTER = """
@@ -149,7 +150,6 @@ async def test_folders_sealed_inside_sealed_folders_are_all_removed(monkeypatch)
 async def test_the_removal_does_not_hold_the_event_loop(monkeypatch):
     """However long the removal of what a tool left takes, other calls on the loop go on: it
     ran on the loop (a tool leaving 100,000 files held every call for seconds)."""
-    import asyncio
     import time
 
     import gateway.credentials
@@ -157,15 +157,7 @@ async def test_the_removal_does_not_hold_the_event_loop(monkeypatch):
     removed, remove = [], gateway.credentials._remove
     monkeypatch.setattr(gateway.credentials, "_remove", lambda folder, top: (time.sleep(0.5), remove(folder, top),
                                                                             removed.append(folder)))
-    ticks = 0
-
-    async def ticker():
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    async with credential_files(_creds()):
-        task = asyncio.create_task(ticker())
-    task.cancel()
-    assert removed and not os.path.lexists(removed[0]) and ticks >= 10, ticks
+    async with LoopTicks() as ticks:
+        async with credential_files(_creds()):
+            pass
+    assert removed and not os.path.lexists(removed[0]) and ticks.count >= 10, ticks.count

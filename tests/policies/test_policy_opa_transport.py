@@ -102,25 +102,17 @@ async def test_reload_from_an_opa_that_does_not_answer_leaves_the_event_loop_fre
     import socket
 
     from policies import PolicyLoadError
+    from tests._timing import LoopTicks
 
     silent = socket.create_server(("127.0.0.1", 0))  # accepts (the kernel's backlog), never answers
     try:
         engine_ = OPAEngine(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout_ms=100)
-        ticks = 0
-
-        async def ticker():
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.01)
-                ticks += 1
-
-        task = asyncio.create_task(ticker())
         started = asyncio.get_running_loop().time()
-        with pytest.raises(PolicyLoadError):
-            await engine_.reload()
+        async with LoopTicks() as ticks:
+            with pytest.raises(PolicyLoadError):
+                await engine_.reload()
         waited = asyncio.get_running_loop().time() - started
-        task.cancel()
-        assert waited >= 1.5 and ticks >= 50, (waited, ticks)
+        assert waited >= 1.5 and ticks.count >= 50, (waited, ticks.count)
         await engine_.close()
     finally:
         silent.close()

@@ -41,3 +41,22 @@ async def test_counts_pending_unexpired_requests_of_every_tenant(make_store):
         await store.create_approval(record(f"damaged-{n}", expires_at=now + 600))
         _damage(make_store, store, f"damaged-{n}", damage)
     assert await store.count_pending_approvals(after=now, until=MAX_TIME) == 2
+
+
+async def test_the_sqlite_count_leaves_the_event_loop_free(tmp_path, monkeypatch):
+    """The count reads every pending request's record; it ran on the loop, where a scrape held
+    every call for seconds once thousands of large requests were pending. However long it
+    takes now, the loop turns meanwhile."""
+    import time
+
+    from gateway.store.sqlite import SQLiteStore
+    from tests._timing import LoopTicks
+
+    store = SQLiteStore(tmp_path / "toolgate.db")
+    await store.create_approval(record("open", expires_at=T0 + 600))
+    count = SQLiteStore._count_pending
+    monkeypatch.setattr(SQLiteStore, "_count_pending", lambda self, *a: (time.sleep(0.5), count(self, *a))[1])
+    async with LoopTicks() as ticks:
+        assert await store.count_pending_approvals(after=T0, until=MAX_TIME) == 1
+    assert ticks.count >= 10, ticks.count
+    await store.close()

@@ -35,6 +35,16 @@ def test_migrations_apply_once_and_are_idempotent(pg_dsn):
     assert _versions(pg_dsn) == [m.version for m in POSTGRES]
 
 
+def test_the_approvals_indexes_are_the_ones_their_queries_use(pg_dsn):
+    """(tenant, status, created_at) was kept beside (tenant, status, created_at, approval_id),
+    which begins with it: every insert and status change wrote both."""
+    apply_migrations(pg_dsn)
+    with psycopg.connect(pg_dsn) as conn:
+        names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'approvals'")}
+    assert "approvals_tenant_status" not in names
+    assert {"approvals_tenant_status_created", "approvals_tenant_created", "approvals_tenant_request"} <= names
+
+
 def test_replicas_starting_together_apply_each_migration_once(pg_dsn):
     slow = Migration(99, "slow test migration", ("SELECT pg_sleep(0.2)", "CREATE TABLE slow_marker (x int)"))
     with ThreadPoolExecutor(6) as pool:

@@ -82,4 +82,10 @@ POSTGRES: tuple[Migration, ...] = (
         ("CREATE INDEX IF NOT EXISTS approvals_tenant_created ON approvals(tenant, created_at, approval_id)",
          "CREATE INDEX IF NOT EXISTS approvals_tenant_status_created ON approvals(tenant, status, created_at, approval_id)"),
     ),
+    Migration(
+        8,
+        "the (tenant, status, created_at) index dropped: approvals_tenant_status_created begins with it and serves "
+        "every query it did, and each insert and status change kept both",
+        ("DROP INDEX IF EXISTS approvals_tenant_status",),
+    ),
 )

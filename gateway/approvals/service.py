@@ -35,7 +35,7 @@ from gateway.audit import escaped
 from gateway.codes import Code
 from gateway.models import ApprovalRequired, CallContext, Identity
 from gateway.store._pages import BadCursor
-from gateway.store.base import ApprovalRecord, ApprovalStatus, Store, VoteStatus, request_key
+from gateway.store.base import ApprovalRecord, ApprovalStatus, Store, VoteStatus, record_request_key, request_key
 
 S = ApprovalStatus
 MAX_REASON = 500
@@ -165,9 +165,8 @@ class ApprovalService:
         key = request_key(agent=ident.agent, user=ident.user, run_id=ctx.call.run_id, tool=ctx.tool.name,
                           args_hash=ctx.args_hash, groups_any=req.groups_any, quorum=req.quorum)
         for rec in await self.store.pending_approvals(tenant=ident.tenant, request_key=key):
-            same = (rec.agent, rec.user, rec.run_id, rec.tool, rec.args_hash) == (
-                ident.agent, ident.user, ctx.call.run_id, ctx.tool.name, ctx.args_hash)
-            if same and (rec.groups_any, rec.quorum) == (tuple(req.groups_any), req.quorum) and not record_problem(rec):
+            # the key again, from the record itself: the column beside it may not be what it holds
+            if not record_problem(rec) and record_request_key(rec) == key:
                 rec = await self.expire_if_due(rec)
                 if rec.status is S.PENDING:
                     return rec

@@ -67,3 +67,17 @@ async def test_sqlite_finds_the_duplicate_by_the_request_key_index(tmp_path):
         assert "approvals_tenant_request" in plan, plan
     finally:
         await store.close()
+
+
+async def test_a_row_whose_record_is_not_the_request_its_key_says_is_not_reused(tmp_path):
+    """The key column is not the record: a row whose record names another call (another
+    run here) under the key of this one is never handed back for it."""
+    path = write_config(tmp_path)
+    async with serving(path) as (_, c):
+        first = (await c.call("count_write", '{"n": 7}')).approval_required.approval_id
+        db = sqlite3.connect(load_config(path).store_path)
+        db.execute("UPDATE approvals SET record = json_set(record, '$.run_id', 'another-run')")
+        db.commit()
+        db.close()
+        again = (await c.call("count_write", '{"n": 7}')).approval_required.approval_id
+    assert again and again != first

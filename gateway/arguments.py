@@ -94,6 +94,15 @@ def _constant(name: str) -> Any:
     raise _Reject(f"{name} is not JSON")
 
 
+# The two decoders ``parse_strict`` uses, built once (json.loads builds one per call).
+_AS_HASHED = json.JSONDecoder(
+    object_pairs_hook=unique_pairs, parse_int=_hashed_int, parse_float=_number, parse_constant=_constant
+).decode
+_AS_WRITTEN = json.JSONDecoder(
+    object_pairs_hook=unique_pairs, parse_int=_int, parse_float=_float, parse_constant=_constant
+).decode
+
+
 def parse_strict(
     raw: bytes, *, max_bytes: int, what: str = "arguments", numbers_as_hashed: bool = True
 ) -> dict[str, Any]:
@@ -109,13 +118,9 @@ def parse_strict(
     except UnicodeDecodeError as exc:
         raise ArgumentsError([FieldError("", f"{what} are not valid UTF-8: {exc.reason}")]) from exc
     try:
-        value = json.loads(
-            text,
-            object_pairs_hook=unique_pairs,
-            parse_int=_hashed_int if numbers_as_hashed else _int,
-            parse_float=_number if numbers_as_hashed else _float,
-            parse_constant=_constant,
-        )
+        if text.startswith("\ufeff"):  # what json.loads refuses before decoding
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        value = (_AS_HASHED if numbers_as_hashed else _AS_WRITTEN)(text)
     except DuplicateKey as exc:
         raise ArgumentsError([FieldError("", f"duplicate key {exc.key!r}")]) from exc
     except _Reject as exc:

@@ -21,6 +21,7 @@ key get as the replayed outcome. Without that, a retry after a crash would hear
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import time
 from dataclasses import dataclass
@@ -58,7 +59,13 @@ def bound(args_hash: str, caller: str) -> str:
     """What a claim is bound to: the args hash, and the caller's digest when one is given."""
     if not caller:
         return args_hash
-    return f"{args_hash};caller=" + hashlib.sha256(caller.encode()).hexdigest()[:32]
+    return f"{args_hash};caller=" + _digest(caller)
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest(caller: str) -> str:
+    """The caller's digest (one per caller identity; a bounded cache)."""
+    return hashlib.sha256(caller.encode()).hexdigest()[:32]
 
 
 class ExecutionClaims:

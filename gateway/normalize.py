@@ -90,7 +90,7 @@ def scrub_result(result: ExecResult, secrets: Any, *, max_bytes: int | None = No
     anything was left out, and ``redactions`` counts what was removed from what was kept. Stderr,
     of which the observation shows the end, is scrubbed whole (a secret that begins before the end
     would not be recognised from its middle); the executors cap it."""
-    scrubber = Scrubber(secrets or ())
+    scrubber = Scrubber(secrets) if secrets else _PATTERNS_ONLY
     keep = Keep(max_bytes + scrubber.margin(), scrubber) if max_bytes is not None else None
     data, n_data = scrubber.data(jsonable(result.data, keep))
     stderr, n_err = scrubber.text(utf8_text(result.stderr or ""))
@@ -106,6 +106,10 @@ def scrub_result(result: ExecResult, secrets: Any, *, max_bytes: int | None = No
     return _Clean(data, stderr, error, n_data + n_err + n_msg, bool(keep and keep.cut))
 
 
+_PATTERNS_ONLY = Scrubber(())
+"""The scrubber of a call with no credential values: the secret shapes alone (it keeps no state)."""
+
+
 def _provenance(ctx: CallContext) -> Provenance:
     return Provenance(
         tool=ctx.tool.name,
@@ -118,7 +122,11 @@ def _provenance(ctx: CallContext) -> Provenance:
 
 def data_json(data: Any) -> bytes:
     """The observation's data as sent (``data_json``): what ``max_bytes`` bounds."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+    return _encode_data(data).encode()
+
+
+_encode_data = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+"""json.dumps(data, ensure_ascii=False, separators=(",", ":")), one encoder for every call."""
 
 
 def _cap(data: Any, max_bytes: int) -> tuple[Any, bool]:

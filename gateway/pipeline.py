@@ -18,6 +18,7 @@ them back one step at a time).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import time
@@ -66,6 +67,12 @@ class _Call:
     executed: bool = False
     finished_after_cancel: Observation | None = None
     """What the tool gave when it ran on after the caller went away (``_execute``)."""
+    ended: asyncio.Future[None] | None = None
+    """What ``_execute`` waits on for the tool's run to end; ``tool_ended`` sets it."""
+
+    def tool_ended(self, _run: object = None) -> None:
+        if self.ended is not None and not self.ended.done():
+            self.ended.set_result(None)
 
 
 class Pipeline:
@@ -195,7 +202,7 @@ class Pipeline:
             return None
         ident = ctx.identity
         return await self._claim(c, "idempotency", f"idem:{ident.tenant}:{ctx.tool.name}", key,
-                                 Code.IDEMPOTENCY_KEY_REUSED, caller=json.dumps([ident.agent, ident.user]))
+                                 Code.IDEMPOTENCY_KEY_REUSED, caller=_caller_json(ident.agent, ident.user))
 
     async def _verify_approval(self, c: _Call) -> CallResult | Outcome | None:
         refusal = await self.approvals.verify_presented(c.ctx)
@@ -243,13 +250,19 @@ class Pipeline:
         # Once it has started, the tool runs to its end (or its own timeout) even if the caller goes
         # away: its outcome is what is stored under the call's key, not "cancelled", which a retry
         # would be told for a side effect that happened.
+        # The wait is on a future of the call's own, not on the run (a cancel would reach it) nor
+        # on asyncio.shield(run) (a loop turn more per call): the run sets it as its last step,
+        # and its done-callback too, for a run cancelled before it began (``drain``).
+        loop = asyncio.get_running_loop()
         run = asyncio.ensure_future(self._run_tool(c))
         self._runs.add(run)
         run.add_done_callback(self._runs.discard)
+        run.add_done_callback(c.tool_ended)
         cancelled = False
         while not run.done():
+            c.ended = loop.create_future()
             try:
-                await asyncio.shield(run)
+                await c.ended
             except asyncio.CancelledError:  # the caller went away, or the server stopped: ``drain`` stops it
                 cancelled = True
         observation = run.result()
@@ -260,14 +273,17 @@ class Pipeline:
 
     async def _run_tool(self, c: _Call) -> Observation:
         ctx = c.ctx
-        result, duration_ms = await self.executor.run(ctx)
-        observation = normalize(ctx, result, duration_ms, self.config.limits.max_observation_bytes)
-        self._audit(
-            c, "execute", observation.code, status=observation.status, duration_ms=duration_ms,
-            attempts=observation.attempts, error=observation.error.type if observation.error else "",
-            redactions=observation.redactions, flags=list(observation.flags),
-        )
-        return observation
+        try:
+            result, duration_ms = await self.executor.run(ctx)
+            observation = normalize(ctx, result, duration_ms, self.config.limits.max_observation_bytes)
+            self._audit(
+                c, "execute", observation.code, status=observation.status, duration_ms=duration_ms,
+                attempts=observation.attempts, error=observation.error.type if observation.error else "",
+                redactions=observation.redactions, flags=list(observation.flags),
+            )
+            return observation
+        finally:
+            c.tool_ended()
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -391,6 +407,12 @@ def _not_admitted(identity: Identity) -> Refused | None:
 def _busy(in_flight: Gauge) -> Refused:
     return Refused(Code.CONCURRENCY_LIMITED, (f"this gateway process has {in_flight.limit} calls in flight, its limit",),
                    retry_after_seconds=1)
+
+
+@functools.lru_cache(maxsize=4096)
+def _caller_json(agent: str, user: str) -> str:
+    """Who an idempotency claim is bound to (``claims.bound``), the same text for the same caller."""
+    return json.dumps([agent, user])
 
 
 def _derived_key(ctx: CallContext) -> str:

@@ -55,7 +55,8 @@ class PythonExecutor:
         share = min(DEFAULT_THREADS_PER_TENANT, max_threads) if threads_per_tenant is None else threads_per_tenant
         if not 1 <= share <= max_threads:
             raise ValueError(f"threads_per_tenant must be 1..{max_threads} (max_threads), got {share}")
-        self._cache: dict[str, Callable[..., Any]] = {}
+        self._cache: dict[str, tuple[Callable[..., Any], bool]] = {}
+        """callable reference -> (the function, whether it runs on the loop: ``_is_async``)"""
         self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="toolgate-python")
         self._share = share
         self._shares: dict[str, asyncio.Semaphore] = {}
@@ -65,25 +66,25 @@ class PythonExecutor:
         """Drop calls still waiting for a thread; running ones cannot be stopped and are left to end."""
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def _load(self, ref: str) -> Callable[..., Any]:
-        fn = self._cache.get(ref)
-        if fn is None:
+    def _load(self, ref: str) -> tuple[Callable[..., Any], bool]:
+        loaded = self._cache.get(ref)
+        if loaded is None:
             module, _, name = ref.partition(":")
             if not module or not name:
                 raise ValueError(f"python executor callable must be 'module:function', got {ref!r}")
             fn = getattr(importlib.import_module(module), name)
-            self._cache[ref] = fn
-        return fn
+            loaded = self._cache[ref] = (fn, _is_async(fn))
+        return loaded
 
     async def execute(self, request: ExecRequest) -> ExecResult:
-        fn = self._load(request.tool.executor.callable)
+        fn, on_loop = self._load(request.tool.executor.callable)
         args = dict(request.args)
         thread: Future[Any] | None = None
         waiting_share = False
         deadline = asyncio.timeout(request.timeout)
         try:
             async with deadline:
-                if _is_async(fn):
+                if on_loop:
                     data = await fn(args, request)
                 else:
                     waiting_share = True

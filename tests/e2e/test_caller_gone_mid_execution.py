@@ -50,3 +50,30 @@ async def test_a_gateway_stopping_still_stops_its_tools_past_the_grace(config):
     await client.close()
     result = [r for r in audit_records(config.audit_path) if r["stage"] == "result"][-1]
     assert (result["code"], result["executed"]) == ("outcome_unknown", True), result
+
+
+async def test_a_run_stopped_before_its_first_step_still_ends_the_wait_on_it(tmp_path):
+    """The call waits on a future the tool's run sets as its last step. A run cancelled before
+    its first step (``drain`` stopping it at once) never takes that step: its done-callback sets
+    the future instead, so the call ends (``cancelled``, as the run did) rather than waiting forever."""
+    import time
+
+    from gateway.models import CallContext, Identity, ToolCall, new_decision_id
+    from gateway.pipeline import _Call
+    from gateway.testing import start_gateway
+    from tests.conftest import demo_config
+
+    running = await start_gateway(demo_config(tmp_path))
+    try:
+        pipeline = running.app.pipeline
+        ctx = CallContext(new_decision_id(), Identity("acme", "support-bot"), ToolCall("sleep", b"{}"), time.monotonic())
+        ctx.tool, ctx.args = pipeline.tools.resolve("sleep"), {"seconds": 5}
+        waiting = asyncio.ensure_future(pipeline._execute(_Call(ctx)))
+        await asyncio.sleep(0)  # _execute has made the run and waits; the run has taken no step yet
+        [run] = pipeline._runs
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(waiting, 3)
+        assert run.cancelled()
+    finally:
+        await running.stop()

@@ -67,7 +67,7 @@ from gateway.store.base import (
     record_fields,
     record_request_key,
 )
-from gateway.store.migrations import POSTGRES, Migration
+from gateway.store.migrations import PENDING_EXPIRY, POSTGRES, Migration
 
 log = structlog.get_logger("toolgate.store.postgres")
 
@@ -76,6 +76,11 @@ _DB_NOW = "extract(epoch from clock_timestamp())::double precision"
 _NUL = "\x00"
 _ROW = "record::text, approval_id, status, tenant, created_at"
 """An approval row as ``load_row`` takes it: the record's JSON as stored, unparsed."""
+PENDING_COUNT = (f"SELECT COUNT(*) FROM approvals WHERE status = 'pending' AND {PENDING_EXPIRY} > %s::numeric "
+                 f"AND {PENDING_EXPIRY} <= %s::numeric")
+"""Pending requests expiring in (after, until]: by migration 9's index, whose expression and
+literal status it says the same way."""
+
 MIGRATION_LOCK = 0x746F6F6C67617465  # "toolgate": the advisory lock key for migrations
 _CLAIM_RETRIES = 5
 
@@ -288,11 +293,8 @@ class PostgresStore:
         return [(load_row(*r), postgres_cursor(r[4], r[1])) for r in rows]
 
     async def count_pending_approvals(self, *, after: float, until: float) -> int:
-        expiry = "CASE WHEN json_typeof(record -> 'expires_at') = 'number' THEN (record ->> 'expires_at')::numeric END"
-        async with self._connection() as conn:  # numeric: a damaged 1e400 is a number float8 refuses
-            row = await (await conn.execute(
-                f"SELECT COUNT(*) FROM approvals WHERE status = %s AND {expiry} > %s::numeric AND {expiry} <= %s::numeric",
-                (str(ApprovalStatus.PENDING), after, until))).fetchone()
+        async with self._connection() as conn:
+            row = await (await conn.execute(PENDING_COUNT, (after, until))).fetchone()
         return int(row[0])
 
     async def pending_approvals(self, *, tenant: str, request_key: str, limit: int = 5) -> list[ApprovalRecord]:

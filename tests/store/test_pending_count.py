@@ -60,3 +60,24 @@ async def test_the_sqlite_count_leaves_the_event_loop_free(tmp_path, monkeypatch
         assert await store.count_pending_approvals(after=T0, until=MAX_TIME) == 1
     assert ticks.count >= 10, ticks.count
     await store.close()
+
+
+async def test_the_count_is_read_from_the_index_of_pending_expiries(make_store):
+    """The count read every pending record, arguments and all: ~0.6 s at a thousand requests of
+    250 KB on SQLite, ~6 s on PostgreSQL, past a scrape's timeout. Each store's query is answered
+    by its index of pending requests' expiries (the planner says so), not by the records."""
+    store = make_store()
+    for n in range(20):
+        await store.create_approval(record(f"open-{n}", expires_at=T0 + 600 + n))
+    if make_store.kind == "sqlite":
+        from gateway.store.sqlite import PENDING_COUNT
+
+        plan = " ".join(str(row) for row in store.db.execute("EXPLAIN QUERY PLAN " + PENDING_COUNT, (T0, MAX_TIME)))
+    else:
+        from gateway.store.postgres import PENDING_COUNT
+
+        with psycopg.connect(make_store.dsn) as conn:
+            conn.execute("SET enable_seqscan = off")  # a table this small would be read whole anyway
+            plan = " ".join(row[0] for row in conn.execute("EXPLAIN " + PENDING_COUNT, (T0, MAX_TIME)))
+    assert "approvals_pending_expiry" in plan, plan
+    assert await store.count_pending_approvals(after=T0 + 610, until=MAX_TIME) == 9

@@ -27,3 +27,23 @@ def _json(text: str) -> str:
     import json
 
     return json.dumps(text)
+
+
+@pytest.mark.postgres
+async def test_the_expiry_is_read_alike_whatever_standard_conforming_strings_says(pg_dsn):
+    """The migration's function reads backslashes in its patterns as written even in a database
+    that sets ``standard_conforming_strings = off`` (where ``'\\u'`` would be ``u``)."""
+    import psycopg
+
+    from gateway.store.postgres import PostgresStore
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{conn.info.dbname}" SET standard_conforming_strings = off')
+    store = PostgresStore(pg_dsn)
+    try:
+        texts = ["a\x00b", "quota \udfff", "\\u0000 as written", "\\[x] \\\\u0000"]
+        for n, text in enumerate(texts):
+            await store.create_approval(record(f"odd-{n}", reasons=(text,), expires_at=T0 + 600))
+        assert await store.count_pending_approvals(after=T0, until=MAX_TIME) == len(texts)
+    finally:
+        await store.close()

@@ -35,8 +35,9 @@ BEGIN
     -- document they read, and a request's reasons or arguments may hold them: those escapes are
     -- left out of the text read here (every backslash begins an escape, so the pattern, matching
     -- left to right, pairs them as a JSON reader does); nothing else changes, the expiry least.
-    IF strpos(doc::text, '\u') > 0 THEN
-        r := regexp_replace(doc::text, '(\\[^u])|\\u(0000|[dD][89a-fA-F][0-9a-fA-F]{2})', '\1', 'g')::json;
+    -- (E'' strings: the same backslashes whatever standard_conforming_strings says)
+    IF strpos(doc::text, E'\\u') > 0 THEN
+        r := regexp_replace(doc::text, E'(\\\\[^u])|\\\\u(0000|[dD][89a-fA-F][0-9a-fA-F]{2})', E'\\1', 'g')::json;
     END IF;
     IF json_typeof(r -> 'expires_at') = 'number' THEN
         RETURN (r ->> 'expires_at')::numeric;

@@ -24,6 +24,7 @@ import regorus
 import yaml
 
 from policies._errors import PolicyLoadError
+from policies._owned import OwnedEngine, free_strays
 
 _DATA_NAMES = {"data.json", "data.yaml", "data.yml"}
 _MISSING_FN = "could not find function"
@@ -78,30 +79,32 @@ def read_bundle(path: Path, *, include_tests: bool = False) -> Bundle:
     return Bundle(root=root, sources=sources, data=data, data_files=data_files)
 
 
-def compile_bundle(bundle: Bundle) -> regorus.Engine:
-    """A regorus engine with the bundle's policies and data loaded and checked.
+def compile_bundle(bundle: Bundle) -> OwnedEngine:
+    """A regorus engine with the bundle's policies and data loaded and checked, held for this
+    thread (``policies._owned``: no frame here keeps the bare engine).
 
     Raises ``PolicyLoadError`` (file:line: message) on a parse error, and naming the
     builtin when the policy calls one regorus does not implement.
     """
-    engine = regorus.Engine()
+    free_strays()
+    owned = OwnedEngine()
     for file, text in bundle.sources:
         try:
-            engine.add_policy(str(file), text)
+            owned.engine.add_policy(str(file), text)
         except Exception as exc:  # regorus raises RuntimeError with a rendered message
             raise PolicyLoadError(describe_engine_error(exc, fallback=str(file))) from exc
     if bundle.data:
         try:
-            engine.add_data_json(json.dumps(bundle.data))
+            owned.engine.add_data_json(json.dumps(bundle.data))
         except Exception as exc:
             raise PolicyLoadError(f"{bundle.root}: data rejected: {describe_engine_error(exc)}") from exc
-    check_builtins(engine)
-    return engine
+    check_builtins(owned)
+    return owned
 
 
-def check_builtins(engine: regorus.Engine) -> None:
+def check_builtins(owned: OwnedEngine) -> None:
     """Raise ``PolicyLoadError`` if any call site names a function regorus does not have."""
-    modules = json.loads(engine.get_ast_as_json())
+    modules = json.loads(owned.engine.get_ast_as_json())
     functions: dict[str, set[str]] = {}  # package -> its functions, as called from inside it
     for module in modules:
         functions.setdefault(_package(module), set()).update(_function_names(module["ast"]))

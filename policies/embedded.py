@@ -28,11 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import regorus
-
 from policies._bundle import compile_bundle, describe_engine_error, read_bundle
 from policies._decision import UNDEFINED, PolicyDecision, parse_decision, single_value
 from policies._errors import POLICY_UNAVAILABLE, PolicyError
+from policies._owned import OwnedEngine, free_strays
 
 DEFAULT_QUERY = "data.toolgate.decision"
 _NOT_A_RULE = "not a valid rule path"
@@ -96,17 +95,19 @@ class EmbeddedEngine:
         pyo3 refuses to free it and leaks it. After ``close`` every evaluation denies.
         """
         self._engine = None  # type: ignore[assignment]
+        free_strays()
 
-    def _build(self) -> tuple[regorus.Engine, str]:
+    def _build(self) -> tuple[OwnedEngine, str]:
         bundle = read_bundle(self._path)
         return compile_bundle(bundle), bundle.version
 
     def _eval(self, path: str, input: dict[str, Any]) -> Any:
-        engine = self._engine
+        owned = self._engine  # never the bare engine in a frame a traceback may keep (``policies._owned``)
+        free_strays()
         started = time.perf_counter()
         try:
-            engine.set_input_json(_encode_input(input))
-            value = self._value(engine, path)
+            owned.engine.set_input_json(_encode_input(input))
+            value = self._value(owned, path)
         except (TypeError, ValueError) as exc:
             raise PolicyError(POLICY_UNAVAILABLE, f"input is not JSON-serialisable: {exc}") from exc
         except Exception as exc:  # regorus raises RuntimeError for every evaluation error
@@ -116,7 +117,7 @@ class EmbeddedEngine:
             raise PolicyError(POLICY_UNAVAILABLE, f"evaluation took {elapsed * 1000:.1f} ms, over the timeout")
         return value
 
-    def _value(self, engine: regorus.Engine, path: str) -> Any:
+    def _value(self, owned: OwnedEngine, path: str) -> Any:
         """A rule's value by ``eval_rule`` (~15 µs cheaper than a query), else by query.
 
         ``eval_rule_as_json`` answers an undefined rule with the JSON string
@@ -127,7 +128,7 @@ class EmbeddedEngine:
         """
         if self._rule_paths.get(path, True):
             try:
-                raw = engine.eval_rule_as_json(path)
+                raw = owned.engine.eval_rule_as_json(path)
             except RuntimeError as exc:
                 if _NOT_A_RULE not in str(exc):
                     raise
@@ -135,4 +136,4 @@ class EmbeddedEngine:
             else:
                 self._rule_paths[path] = True
                 return UNDEFINED if raw == _UNDEFINED_JSON else json.loads(raw)
-        return single_value(json.loads(engine.eval_query_as_json(path)).get("result", []))
+        return single_value(json.loads(owned.engine.eval_query_as_json(path)).get("result", []))

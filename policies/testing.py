@@ -56,7 +56,7 @@ def run_tests(path: Path, engine: Literal["embedded", "opa"] = "embedded") -> li
         return _run_opa(Path(path))
     if engine != "embedded":
         raise ValueError(f"unknown engine {engine!r}")
-    regorus_engine = compile_bundle(read_bundle(Path(path), include_tests=True))
+    regorus_engine = compile_bundle(read_bundle(Path(path), include_tests=True)).engine  # a CLI's one thread
     results = []
     for package, name, file in _test_rules(regorus_engine):
         results.append(_run_one(regorus_engine, package, name, file))

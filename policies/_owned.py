@@ -1,0 +1,50 @@
+"""A regorus engine freed only on the thread that made it.
+
+pyo3 refuses to free a regorus ``Engine`` on any other thread: it reports "unsendable, but is
+being dropped on another thread" and leaks it. Reference counting frees an engine where its
+last reference goes, which is the thread that uses it; but an engine that a reference cycle
+holds (a traceback's frame, say, kept by an exception stored in one of its own frames) is freed
+by the cyclic garbage collector, which runs on whichever thread happens to allocate: a
+``asyncio.to_thread`` worker, a metrics exporter's. So the policy engines hold each regorus
+engine in an ``OwnedEngine`` and keep no other lasting reference to it. An ``OwnedEngine``
+collected on another thread hands its engine to ``_strays`` instead of freeing it, and the
+owning thread frees its strays the next time it makes, reloads, evaluates with or closes one
+(``free_strays``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import regorus
+
+_strays: list[tuple[int, Any]] = []
+"""(owning thread, engine) of engines whose holder was collected on another thread."""
+_strays_lock = threading.Lock()
+
+
+class OwnedEngine:
+    """Holds one regorus ``Engine`` (``engine``) for the thread that made it."""
+
+    __slots__ = ("engine", "_owner")
+
+    def __init__(self) -> None:
+        self.engine = regorus.Engine()
+        self._owner = threading.get_ident()
+
+    def __del__(self) -> None:
+        if threading.get_ident() != self._owner:
+            with _strays_lock:
+                _strays.append((self._owner, self.engine))
+
+
+def free_strays() -> None:
+    """Free the engines this thread made whose holders were collected on other threads."""
+    if not _strays:
+        return
+    me = threading.get_ident()
+    with _strays_lock:
+        mine = [item for item in _strays if item[0] == me]
+        _strays[:] = [item for item in _strays if item[0] != me]
+    del mine  # the engines go here, on their own thread

@@ -30,13 +30,14 @@ class OwnedEngine:
     __slots__ = ("engine", "_owner")
 
     def __init__(self) -> None:
-        self.engine = regorus.Engine()
         self._owner = threading.get_ident()
+        self.engine = regorus.Engine()
 
     def __del__(self) -> None:
-        if threading.get_ident() != self._owner:
+        engine = getattr(self, "engine", None)  # None: made no engine (regorus.Engine() raised)
+        if engine is not None and threading.get_ident() != self._owner:
             with _strays_lock:
-                _strays.append((self._owner, self.engine))
+                _strays.append((self._owner, engine))
 
 
 def free_strays() -> None:

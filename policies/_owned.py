@@ -20,8 +20,9 @@ from typing import Any
 import regorus
 
 _strays: list[tuple[int, Any]] = []
-"""(owning thread, engine) of engines whose holder was collected on another thread."""
-_strays_lock = threading.Lock()
+"""(owning thread, engine) of engines whose holder was collected on another thread. Only
+``append`` and ``pop`` touch it, each atomic under the GIL: no lock, which a collection running
+``__del__`` on the very thread that held it would wait on for ever."""
 
 
 class OwnedEngine:
@@ -36,16 +37,20 @@ class OwnedEngine:
     def __del__(self) -> None:
         engine = getattr(self, "engine", None)  # None: made no engine (regorus.Engine() raised)
         if engine is not None and threading.get_ident() != self._owner:
-            with _strays_lock:
-                _strays.append((self._owner, engine))
+            _strays.append((self._owner, engine))
 
 
 def free_strays() -> None:
     """Free the engines this thread made whose holders were collected on other threads."""
     if not _strays:
         return
-    me = threading.get_ident()
-    with _strays_lock:
-        mine = [item for item in _strays if item[0] == me]
-        _strays[:] = [item for item in _strays if item[0] != me]
-    del mine  # the engines go here, on their own thread
+    me, others = threading.get_ident(), []
+    while True:
+        try:
+            item = _strays.pop()
+        except IndexError:
+            break
+        if item[0] != me:
+            others.append(item)
+        item = None  # this thread's own engine is freed here; another's stays in ``others``
+    _strays.extend(others)

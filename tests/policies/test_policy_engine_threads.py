@@ -50,6 +50,10 @@ def test_an_engine_collected_on_another_thread_is_freed_on_its_own(tmp_path, mon
         gc.enable()
     assert not [u for u in unraisable if "unsendable" in u], unraisable
     assert any(owner == threading.get_ident() for owner, _ in _strays)  # handed back, not leaked
+    elsewhere = threading.Thread(target=free_strays)  # another thread frees only its own
+    elsewhere.start()
+    elsewhere.join()
+    assert any(owner == threading.get_ident() for owner, _ in _strays)
     free_strays()  # here, on the thread that made it
     assert not any(owner == threading.get_ident() for owner, _ in _strays)
     gc.collect()

@@ -36,16 +36,22 @@ async def test_the_same_call_again_gets_its_pending_request_without_a_scan(tmp_p
     assert scans == []
 
 
-async def test_a_request_stored_before_request_keys_is_not_reused_but_a_new_one_made(tmp_path):
-    """Rows written by an earlier version have no request key: the same call makes a new request."""
+async def _asked_again_after(tmp_path, change: str) -> tuple[str, str]:
+    """The approval ids of one call asked twice, ``change`` run on the stored rows between."""
     path = write_config(tmp_path)
     async with serving(path) as (_, c):
         first = (await c.call("count_write", '{"n": 7}')).approval_required.approval_id
         db = sqlite3.connect(load_config(path).store_path)
-        db.execute("UPDATE approvals SET request_key = NULL")
+        db.execute(change)
         db.commit()
         db.close()
         again = (await c.call("count_write", '{"n": 7}')).approval_required.approval_id
+    return first, again
+
+
+async def test_a_request_stored_before_request_keys_is_not_reused_but_a_new_one_made(tmp_path):
+    """Rows written by an earlier version have no request key: the same call makes a new request."""
+    first, again = await _asked_again_after(tmp_path, "UPDATE approvals SET request_key = NULL")
     assert again and again != first
 
 
@@ -72,12 +78,6 @@ async def test_sqlite_finds_the_duplicate_by_the_request_key_index(tmp_path):
 async def test_a_row_whose_record_is_not_the_request_its_key_says_is_not_reused(tmp_path):
     """The key column is not the record: a row whose record names another call (another
     run here) under the key of this one is never handed back for it."""
-    path = write_config(tmp_path)
-    async with serving(path) as (_, c):
-        first = (await c.call("count_write", '{"n": 7}')).approval_required.approval_id
-        db = sqlite3.connect(load_config(path).store_path)
-        db.execute("UPDATE approvals SET record = json_set(record, '$.run_id', 'another-run')")
-        db.commit()
-        db.close()
-        again = (await c.call("count_write", '{"n": 7}')).approval_required.approval_id
+    first, again = await _asked_again_after(
+        tmp_path, "UPDATE approvals SET record = json_set(record, '$.run_id', 'another-run')")
     assert again and again != first

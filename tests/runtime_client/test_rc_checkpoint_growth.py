@@ -24,35 +24,23 @@ def _step(log: EventLog, n: int) -> None:
     log.record("tool_called", tool="lookup")
 
 
-def _written(store: SQLiteCheckpoints) -> list[int]:
-    """Bytes of text each statement of the store's saves carried, gathered through its connections."""
+def _written(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Bytes of text each statement the store runs carries (bound values written out)."""
     sizes: list[int] = []
-    connect = store._connect
+    connect = sqlite3.connect
 
-    def counting():
-        context = connect()
-        db = context.__enter__()
+    def counting(*args, **kwargs):
+        db = connect(*args, **kwargs)
         db.set_trace_callback(lambda sql: sizes.append(len(sql.encode())))
-        return _Entered(context, db)
+        return db
 
-    store._connect = counting  # type: ignore[method-assign]
+    monkeypatch.setattr(sqlite3, "connect", counting)
     return sizes
 
 
-class _Entered:
-    def __init__(self, context, db) -> None:
-        self.context, self.db = context, db
-
-    def __enter__(self):
-        return self.db
-
-    def __exit__(self, *exc):
-        return self.context.__exit__(*exc)
-
-
-def test_a_long_runs_saves_write_about_what_the_run_holds(tmp_path):
+def test_a_long_runs_saves_write_about_what_the_run_holds(tmp_path, monkeypatch):
     store = SQLiteCheckpoints(tmp_path / "c.sqlite3")
-    sizes = _written(store)
+    sizes = _written(monkeypatch)
     log = EventLog.start(AgentState(run_id="long", goal="count", max_steps=1000))
     for n in range(1, 401):
         _step(log, n)

@@ -11,6 +11,7 @@ from policies import PolicyEngine, PolicyError, build_engine
 
 from gateway.approvals import build_gate
 from gateway.audit import AuditLog
+from gateway.audit_sign import load_signer
 from gateway.auth import Authenticator, RefusalAudit
 from gateway.claims import ExecutionClaims
 from gateway.config import Config
@@ -33,8 +34,9 @@ class GatewayApp:
         self.config = config
         config.data_path.mkdir(parents=True, exist_ok=True)
         audit_path = config.audit_path if worker is None else worker_audit_path(config.audit_path, worker)
+        key = config.audit_signing_key_path
         self.audit = AuditLog(audit_path, fsync=config.audit.fsync, gateway_id=config.gateway_id,
-                              rotate_bytes=config.audit.rotate_bytes)
+                              rotate_bytes=config.audit.rotate_bytes, signer=load_signer(key) if key else None)
         self.authenticator = Authenticator(config.identities)
         self.refusals = RefusalAudit(self.audit)
         """Refusals of callers that may hold no key: one flood allowance for the server (``gateway.auth``)."""
@@ -56,6 +58,7 @@ class GatewayApp:
             executor=self.executor,
         )
         self._sweeper: asyncio.Task[None] | None = None
+        self._checkpoints: asyncio.Task[None] | None = None
         self._reloading = asyncio.Lock()  # one reload at a time: a SIGHUP during the watcher's
         self._reloads: set[asyncio.Task[bool]] = set()  # SIGHUP's, held until done
 
@@ -119,14 +122,30 @@ class GatewayApp:
         if self._sweeper is None:
             self._sweeper = asyncio.get_running_loop().create_task(sweep_forever(), name="toolgate-claim-sweeper")
 
+    def start_checkpoints(self) -> None:
+        """Sign the audit chain every ``audit.checkpoint_seconds`` while records are written
+        (``AuditLog.checkpoint``; the last one at ``close``). Nothing without a signing key."""
+        async def sign_forever(interval: float) -> None:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    self.audit.checkpoint()
+                except Exception as exc:  # the log cannot be written now: the next turn, or close, signs
+                    log.error("audit_checkpoint_failed", error=type(exc).__name__)
+
+        if self.audit.signing and self._checkpoints is None:
+            self._checkpoints = asyncio.get_running_loop().create_task(
+                sign_forever(self.config.audit.checkpoint_seconds), name="toolgate-audit-checkpoints")
+
     async def close(self, grace: float = 5.0) -> None:
         """Close everything, once the calls still in flight have ended or been stopped (``grace``:
         ``Pipeline.drain``)."""
         await self.pipeline.drain(grace)
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            await asyncio.gather(self._sweeper, return_exceptions=True)
-            self._sweeper = None
+        for task in (self._sweeper, self._checkpoints):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._sweeper = self._checkpoints = None
         for task in list(self._reloads):  # a reload after close would bring a closed engine back
             task.cancel()
         await asyncio.gather(*self._reloads, return_exceptions=True)

@@ -23,6 +23,9 @@ head is moved to ``<log>.cut-<unix ns>`` (code ``audit_log_cut``; ``audit_head_u
 its head is there but not one, which the next flush would overwrite). Evidence set aside is never
 replaced: a name already taken gets ``-1``, ``-2``… after it.
 
+Signed checkpoints (``signer``, ``audit.signing_key``): ``checkpoint`` appends an
+``audit_checkpoint`` record signed over the chain before it (``gateway.audit_sign``).
+
 Not through structlog (DESIGN.md says it is): a record is written on every stage of every
 call, and structlog's bound-logger machinery (context copy, processor chain, proxy call)
 cost ~8 µs of the ~18 µs a record took, with nothing in it the chain needs. Operational
@@ -38,18 +41,23 @@ import os
 import time
 from json import encoder as _json_encoder
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import structlog
 
 from gateway.json_keys import NotStrictJson, strict_loads
 from gateway.regular_files import open_regular
 
+if TYPE_CHECKING:
+    from gateway.audit_sign import CheckpointSigner
+
 log = structlog.get_logger("toolgate.audit")
 
 GENESIS = "sha256:" + "0" * 64
 ROTATED = "audit_rotated"
 RESTARTED = "audit_restarted"
+CHECKPOINT = "audit_checkpoint"
+"""A record signing the chain before it (``gateway.audit_sign``)."""
 _BLOCK = 1 << 20  # bytes read at a time when reading the log backwards
 _HEAD_WIDTH = 128  # bytes of the head file: its JSON padded with spaces (seq up to 20 digits fits)
 _HEAD_MAX = 4096  # bytes read of a head file at the most: a larger one is no head
@@ -125,6 +133,10 @@ class _ChainedFile:
     def size(self) -> int:
         return self._file.tell()
 
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
     def rotate(self) -> str:
         """Rename the log to ``<log>.<seq>`` and open a fresh one; the name it now has."""
         self.flush()
@@ -177,11 +189,15 @@ class _ChainedFile:
 class AuditLog:
     """Write chained audit records. ``record`` is synchronous and cheap; ``flush`` once per call."""
 
-    def __init__(self, path: str | Path, *, fsync: bool = False, gateway_id: str = "", rotate_bytes: int = 0) -> None:
+    def __init__(self, path: str | Path, *, fsync: bool = False, gateway_id: str = "", rotate_bytes: int = 0,
+                 signer: CheckpointSigner | None = None) -> None:
         self.path = Path(path)
         self._sink = _ChainedFile(self.path, fsync)
         self._gateway_id = gateway_id
         self._rotate_bytes = rotate_bytes
+        self._signer = signer
+        self._signed_seq = 0
+        """The seq of the last checkpoint written by this writer (0: none yet)."""
         if self._sink.set_aside:  # records were removed from the log (or its head is not one): keep it, say so
             code = "audit_head_unreadable" if "head_problem" in self._sink.set_aside else "audit_log_cut"
             log.error(code, path=str(self.path), **self._sink.set_aside)
@@ -196,6 +212,27 @@ class AuditLog:
 
     def record(self, stage: str, *, decision_id: str = "", code: str = "", **fields: Any) -> None:
         """Append one record: ``stage`` names the step, ``code`` its outcome."""
+        self._append(stage, decision_id, code, fields, None)
+
+    @property
+    def signing(self) -> bool:
+        """Whether this log writes signed checkpoints (``checkpoint``)."""
+        return self._signer is not None
+
+    def checkpoint(self) -> bool:
+        """Sign the chain as it stands with a ``CHECKPOINT`` record (``gateway.audit_sign``) and
+        flush it, when records were written since this writer's last one; False when there
+        was nothing to sign, or no key."""
+        signer = self._signer
+        if signer is None or self._sink.seq == self._signed_seq:
+            return False
+        self._append(CHECKPOINT, "", "ok", {"kid": signer.kid}, signer.sign)
+        self._signed_seq = self._sink.seq
+        self._sink.flush(True)
+        return True
+
+    def _append(self, stage: str, decision_id: str, code: str, fields: dict[str, Any],
+                sign: Callable[[bytes], str] | None) -> None:
         sink = self._sink
         fields.pop("hash", None)
         seq = sink.seq + 1
@@ -203,6 +240,8 @@ class AuditLog:
             stage=stage, ts=round(time.time(), 6), gateway=self._gateway_id, decision_id=decision_id, code=code,
             seq=seq, prev_hash=sink.last_hash,
         )
+        if sign is not None:  # over the record without its signature and hash (audit_sign.signed_part)
+            fields["signature"] = sign(canonical(fields))
         body = canonical(fields)  # == what record_hash hashes; serialised once, not twice
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
         # "hash" goes last on the line; verify_file re-canonicalises, so key order on the line is free
@@ -214,6 +253,7 @@ class AuditLog:
         leaves the head file for the next flush (a write-ahead record mid-call)."""
         self._sink.flush(anchor)
         if anchor and self._rotate_bytes and self._sink.size() >= self._rotate_bytes:
+            self.checkpoint()  # a rotated file ends signed
             try:
                 name = self._sink.rotate()
             except OSError as exc:  # the records are written; this file just grows on
@@ -226,7 +266,12 @@ class AuditLog:
         self._sink.flush()
 
     def close(self) -> None:
-        self._sink.close()
+        """Sign what is unsigned (``checkpoint``), flush and close; a second close does nothing."""
+        try:
+            if not self._sink.closed:
+                self.checkpoint()
+        finally:
+            self._sink.close()
 
 
 def _tail_state(path: Path) -> tuple[int, str]:

@@ -22,6 +22,11 @@ one line or a head file of the wrong shape is a broken report like an edited rec
 other: each non-empty file from the last non-empty one before it, without a gap in seq and
 with the same hash on both sides.
 
+Checkpoints (``audit_checkpoint``, ``gateway.audit_sign``) are counted; with public keys
+given, each one's signature must verify with the key its ``kid`` names among them (one that
+does not, or names no key given, breaks the file). What follows the last checkpoint is signed
+by nothing: the report's ``signed_seq`` says where that tail begins.
+
 ``companion_reason`` tells the files the writer keeps beside a log (``audit.jsonl*`` matches
 them too) from its segments, by name: a head (checked with its log), a log cut short and set
 aside (``.cut-<ns>``, with its ``.head``) and a partial line set aside (``.torn-<ns>``).
@@ -37,7 +42,10 @@ from json import JSONDecoder
 from pathlib import Path
 from typing import Any, Iterable
 
-from gateway.audit import GENESIS, ROTATED, read_head, record_hash
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from gateway.audit import CHECKPOINT, GENESIS, ROTATED, canonical, read_head, record_hash
+from gateway.audit_sign import signature_problem, signed_part
 from gateway.json_keys import DuplicateKey, unique_pairs
 
 
@@ -55,8 +63,14 @@ class VerifyReport:
     last_hash: str = ""
     note: str = ""
     """Something an intact log's reader should know (a rotation not finished yet)."""
+    checkpoints: int = 0
+    """``audit_checkpoint`` records read (their signatures checked when keys were given)."""
+    signed_seq: int = 0
+    """The seq of the last checkpoint (0: none): the records up to it are signed."""
 
 
+Keys = dict[str, Ed25519PublicKey]
+"""kid -> the public key checkpoints signed with that kid must verify with."""
 _decode = JSONDecoder(object_pairs_hook=unique_pairs).decode
 
 
@@ -87,9 +101,10 @@ def _parse(raw: bytes) -> tuple[dict[str, Any], str, str]:
     return rec, digest, ""
 
 
-def _read_chain(path: Path) -> VerifyReport:
+def _read_chain(path: Path, keys: Keys | None) -> VerifyReport:
     prev_hash, seq, count = GENESIS, 0, 0
     first_seq, first_prev = 0, GENESIS
+    checkpoints, signed_seq = 0, 0
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             rec, digest, problem = _parse(raw)
@@ -106,16 +121,22 @@ def _read_chain(path: Path) -> VerifyReport:
                 return VerifyReport(False, count, lineno, "prev_hash does not match the previous record")
             if digest != rec["hash"]:
                 return VerifyReport(False, count, lineno, "hash does not match the record's content: edited")
+            if rec.get("stage") == CHECKPOINT:
+                if keys is not None and (problem := signature_problem(rec, canonical(signed_part(rec)), keys)):
+                    return VerifyReport(False, count, lineno, problem)
+                checkpoints, signed_seq = checkpoints + 1, rec["seq"]
             prev_hash, seq, count = rec["hash"], rec["seq"], count + 1
-    return VerifyReport(True, count, first_seq=first_seq, last_seq=seq, first_prev_hash=first_prev, last_hash=prev_hash)
+    return VerifyReport(True, count, first_seq=first_seq, last_seq=seq, first_prev_hash=first_prev, last_hash=prev_hash,
+                        checkpoints=checkpoints, signed_seq=signed_seq)
 
 
-def verify_file(path: str | Path) -> VerifyReport:
+def verify_file(path: str | Path, keys: Keys | None = None) -> VerifyReport:
     """Check one file (module docstring); the report names the first broken line and why.
-    Whether a rotated log's file goes on from the file before it is ``verify_segments``' to check."""
+    Whether a rotated log's file goes on from the file before it is ``verify_segments``' to check.
+    With ``keys`` (kid -> public key) every checkpoint's signature must verify with one of them."""
     path = Path(path)
     try:
-        chain = _read_chain(path)
+        chain = _read_chain(path, keys)
         if not chain.ok:
             return chain
         _, number = _segment_of(path)
@@ -212,12 +233,12 @@ def _rotated_beside(path: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def verify_segments(paths: Iterable[str | Path]) -> list[tuple[Path, VerifyReport]]:
+def verify_segments(paths: Iterable[str | Path], keys: Keys | None = None) -> list[tuple[Path, VerifyReport]]:
     """``verify_file`` for each, in the order given, and for the files of one rotated log
     (``<log>.<seq>`` … ``<log>``) among them, that each non-empty one goes on exactly from the
     last non-empty one before it: a missing or emptied file is a gap in seq, a replaced one a
     prev_hash that does not match. A file broken part-way is not compared with: its end is unknown."""
-    reports = [(Path(p), verify_file(p)) for p in paths]
+    reports = [(Path(p), verify_file(p, keys)) for p in paths]
     chains: dict[Path, list[tuple[int, int]]] = {}
     for i, (path, _) in enumerate(reports):
         base, order = _segment_of(path)

@@ -203,6 +203,12 @@ class AuditConfig(_Strict):
     """Start a new file once the log reaches this size (0: never). The full file is renamed
     ``<path>.<last seq, 12 digits>`` and the chain goes on in a fresh ``<path>`` (see
     gateway.audit); deleting old files is the operator's retention."""
+    signing_key: str = ""
+    """Ed25519 private key (PEM) that signs checkpoints of the chain (gateway.audit_sign), so a log
+    rewritten whole by someone without the key fails ``toolgate audit verify --public-key``. Relative
+    to the data dir; generated (0600, its public half as ``<file>.pub``) when missing. "": none."""
+    checkpoint_seconds: float = Field(default=60.0, gt=0, le=86400)
+    """How often a checkpoint is signed while records are written (also before a rotation and at stop)."""
 
 
 class TLSConfig(_Strict):
@@ -389,6 +395,13 @@ class Config(_Strict):
     @property
     def audit_path(self) -> Path:
         return self.resolve(self.audit.path) if self.audit.path else self.data_path / "audit.jsonl"
+
+    @property
+    def audit_signing_key_path(self) -> Path | None:
+        if not self.audit.signing_key:
+            return None
+        key = Path(os.path.expanduser(self.audit.signing_key))
+        return key if key.is_absolute() else self.data_path / key
 
     @property
     def policy_bundle_path(self) -> Path:

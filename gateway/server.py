@@ -57,6 +57,7 @@ async def create_server(config: Config, address: str | None = None, *, app: Gate
     port = _bind(server, config, address or config.listen)
     await server.start()
     app.start_sweeper()  # idempotency outcomes past their retention
+    app.start_checkpoints()  # signed audit checkpoints, when audit.signing_key is set
     for name in ("", *names):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return server, port, app

@@ -77,8 +77,11 @@ async def prepare(config: Config) -> None:
     store = open_store(config)
     try:
         from gateway.approvals.keyring import gateway_grant_keys
+        from gateway.audit_sign import load_signer
 
         gateway_grant_keys(config)
+        if (key := config.audit_signing_key_path) is not None:  # made here once, not by each worker
+            load_signer(key)
     finally:
         await store.close()
 

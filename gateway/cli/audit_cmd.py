@@ -4,6 +4,7 @@ finds records (``gateway.audit_search``)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from datetime import datetime, timezone
@@ -11,7 +12,8 @@ from pathlib import Path
 
 from gateway.audit import iter_steps
 from gateway.audit_search import Criteria, Search, Unreadable
-from gateway.audit_verify import companion_reason, verify_segments
+from gateway.audit_sign import read_public_keys
+from gateway.audit_verify import VerifyReport, companion_reason, verify_segments
 from gateway.cli._errors import CliError, fail
 from gateway.terminal import json_text, shown
 
@@ -31,10 +33,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         ".cut-* and .torn-* evidence set aside at a start), as audit.jsonl* matches them, are skipped with "
         "the reason; a file given twice is verified once.",
         epilog="Exit status: 0 every log intact; 1 a log is broken (edited, reordered, truncated, emptied, "
-        "malformed, a file missing or replaced in between, its head missing or not matching); 2 a FILE "
-        "does not exist, no FILE is a log (or the command line is wrong).",
+        "malformed, a file missing or replaced in between, its head missing or not matching, a checkpoint "
+        "signature that does not verify with a --public-key, an unsigned tail with --require-signed); 2 a "
+        "FILE does not exist, no FILE is a log, a --public-key is no Ed25519 PEM public key (or the command "
+        "line is wrong).",
     )
     v.add_argument("files", nargs="+", metavar="FILE", help="audit logs (JSON lines)")
+    v.add_argument("--public-key", action="append", default=[], metavar="PEM",
+                   help="check every signed checkpoint (audit_checkpoint) against this Ed25519 public key: the "
+                   ".pub beside audit.signing_key, kept off the gateway's host (repeat for several keys). A "
+                   "checkpoint that does not verify with one of them breaks the log. Without it, checkpoints "
+                   "are counted, not checked")
+    v.add_argument("--require-signed", action="store_true",
+                   help="with --public-key: a log must end with a signed checkpoint (a rotated file, or the log "
+                   "of a gateway that stopped, does; a running gateway's log has an unsigned tail of up to "
+                   "audit.checkpoint_seconds)")
     v.set_defaults(func=run_verify)
     s = verbs.add_parser(
         "search", help="find the records of calls, decisions and approvals",
@@ -108,17 +121,39 @@ def run_verify(ns: argparse.Namespace) -> int:
     if not segments:
         return fail("nothing_to_verify", "no FILE is an audit log or a rotated file of one "
                     "(give the log, e.g. audit.jsonl, or audit.jsonl*)")
+    if ns.require_signed and not ns.public_key:
+        return fail("public_key_required", "--require-signed needs --public-key: a signature is only "
+                    "worth something checked against a key you hold")
+    try:
+        keys = read_public_keys(ns.public_key) if ns.public_key else None
+    except ValueError as exc:
+        return fail("invalid_public_key", str(exc))
     broken = 0
-    for path, report in verify_segments(segments):
+    for path, report in verify_segments(segments, keys):
+        if report.ok and ns.require_signed and report.signed_seq != report.last_seq:
+            report = dataclasses.replace(report, ok=False, line=0, reason=(
+                f"records after the last signed checkpoint (seq {report.signed_seq}), and --require-signed "
+                "was given" if report.signed_seq else "no signed checkpoint, and --require-signed was given"))
         if report.ok:
             span = f" (seq {report.first_seq}-{report.last_seq})" if report.records else ""
             note = f"; {report.note}" if report.note else ""
-            print(shown(f"{path}: ok: {report.records} records{span}, chain intact{note}"))
+            print(shown(f"{path}: ok: {report.records} records{span}, chain intact{_signed(report, keys)}{note}"))
         else:
             broken += 1
             where = f" at line {report.line}" if report.line else ""
             print(shown(f"{path}: BROKEN{where}: {report.reason} ({report.records} records verified before it)"))
     return 1 if broken else 0
+
+
+def _signed(report: VerifyReport, keys: dict[str, object] | None) -> str:
+    """What the ok line says of the log's checkpoints."""
+    if keys is None:
+        return f"; {report.checkpoints} checkpoint(s), signatures not checked (give --public-key)" if report.checkpoints else ""
+    if not report.checkpoints:
+        return "; no signed checkpoint: nothing in it is signed"
+    tail = report.last_seq - report.signed_seq
+    after = f", {tail} record(s) after it unsigned" if tail else ", nothing after it"
+    return f"; {report.checkpoints} signed checkpoint(s) verified, the last at seq {report.signed_seq}{after}"
 
 
 def run_search(ns: argparse.Namespace) -> int:

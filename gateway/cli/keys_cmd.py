@@ -1,5 +1,6 @@
 """``toolgate keys new``: make an approver's Ed25519 signing key and print its keyring entry;
-``toolgate keys grant``: make a gateway grant signing key (one file for every replica)."""
+``toolgate keys grant``: make a gateway grant signing key (one file for every replica);
+``toolgate keys audit``: make an audit checkpoint signing key and its ``.pub``."""
 
 from __future__ import annotations
 
@@ -14,14 +15,15 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gateway.approvals.keyring import key_thumbprint, raw_public_b64, write_private_key
+from gateway.audit_sign import public_path, write_public_key
 from gateway.cli._errors import fail
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}\Z")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("keys", help="manage approver and grant signing keys",
-                       description="Approver and grant signing keys (Ed25519).")
+    p = sub.add_parser("keys", help="manage approver, grant and audit signing keys",
+                       description="Approver, grant and audit checkpoint signing keys (Ed25519).")
     verbs = p.add_subparsers(dest="keys_verb", metavar="VERB")
     n = verbs.add_parser(
         "new", help="create an approver key",
@@ -41,6 +43,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     g.add_argument("--out", required=True, metavar="FILE", help="the key file to create (never overwritten)")
     g.set_defaults(func=run_grant)
+    a = verbs.add_parser(
+        "audit", help="create an audit checkpoint signing key",
+        description="Write a new Ed25519 private key (PEM, mode 0600) for the gateway to sign audit log "
+        "checkpoints with (audit.signing_key), and its public half to FILE.pub, which 'toolgate audit verify "
+        "--public-key' takes. A gateway makes its own when audit.signing_key names a missing file; make one "
+        "here to keep the .pub off the gateway's host from the start.",
+    )
+    a.add_argument("--out", required=True, metavar="FILE", help="the key file to create (never overwritten)")
+    a.set_defaults(func=run_audit)
     p.set_defaults(func=lambda ns: (p.print_help(), 2)[1])
 
 
@@ -52,6 +63,28 @@ def run_grant(ns: argparse.Namespace) -> int:
     print(f"# grant key written to {path} (keep it secret: whoever reads it can sign grants)", file=sys.stderr)
     print(f"# list it first in approvals.grant_keys on every replica (a relative entry is taken from the data "
           f"dir): grant_keys: [{path.resolve()}]", file=sys.stderr)
+    return 0
+
+
+def run_audit(ns: argparse.Namespace) -> int:
+    path = Path(ns.out)
+    public = public_path(path)
+    if public.exists():  # checked first: no private key is left without its public half
+        return fail("key_file_exists", f"{public} exists; not overwriting it (move it away, or name another file)")
+    key = Ed25519PrivateKey.generate()
+    problem = _write(path, key, None, None)
+    if problem is not None:
+        return problem
+    try:
+        write_public_key(public, key.public_key())
+    except OSError as exc:
+        return fail("key_dir_unwritable", f"cannot write {public}: {exc.strerror or type(exc).__name__}")
+    print(f"# audit signing key written to {path} (keep it secret: whoever reads it can sign a rewritten log)",
+          file=sys.stderr)
+    print(f"# its public half: {public} (copy it off the gateway's host; 'toolgate audit verify --public-key "
+          f"{public.name} ...' checks the log with it)", file=sys.stderr)
+    print(f"# in the gateway config (a relative path is taken from the data dir): audit: {{signing_key: {path.resolve()}}}",
+          file=sys.stderr)
     return 0
 
 

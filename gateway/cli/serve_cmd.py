@@ -39,6 +39,7 @@ def run(ns: argparse.Namespace) -> int:
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
     )
+    from gateway.audit_sign import public_path
     from gateway.server import serve
     from gateway.workers import supervise, worker_audit_path
 
@@ -46,6 +47,9 @@ def run(ns: argparse.Namespace) -> int:
         print(f"toolgate listening on {addr}", flush=True)
         audit = config.audit_path if config.workers == 1 else worker_audit_path(config.audit_path, "*")
         print(f"data dir: {config.data_path}  audit log: {audit}  workers: {config.workers}", flush=True)
+        if (key := config.audit_signing_key_path) is not None:
+            print(f"audit checkpoints signed every {config.audit.checkpoint_seconds:g} s with {key} "
+                  f"(verify: toolgate audit verify --public-key {public_path(key)} ...)", flush=True)
 
     try:
         if config.workers > 1:

@@ -23,6 +23,7 @@ import yaml
 
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
+from gateway.audit_sign import read_public_keys
 from gateway.audit_verify import verify_file
 from gateway.config import Config, hash_api_key
 from gateway.testing import GatewayProcess
@@ -107,6 +108,24 @@ def test_two_workers_serve_one_port_each_with_its_own_audit_chain(gateway):
     assert results == 3 * CHANNELS
     served = [sum(1 for line in log.read_text().splitlines() if json.loads(line)["stage"] == "result") for log in logs]
     assert all(n > 0 for n in served), f"one worker served nothing: {served}"
+
+
+def test_two_workers_sign_their_own_chains_with_the_key_the_supervisor_made(tmp_path):
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(TOOLS_DIR), os.environ.get("PYTHONPATH", "")]))}
+    config = write_config(tmp_path, audit={"signing_key": "audit-signing.pem", "checkpoint_seconds": 0.2})
+    gw = GatewayProcess(config, data_dir=tmp_path / "data", env=env).start(60.0)
+    try:
+        for _ in range(2):
+            assert {a.code for a in asyncio.run(call_on_channels(gw.address, f"signed-{uuid.uuid4()}"))} == {"ok"}
+    finally:
+        gw.stop()
+    assert gw.proc.returncode == 0
+    data = tmp_path / "data"
+    assert sorted(p.name for p in data.glob("audit-signing.pem*")) == ["audit-signing.pem", "audit-signing.pem.pub"]
+    keys = read_public_keys([str(data / "audit-signing.pem.pub")])
+    for log in sorted(data.glob("audit.w*.jsonl")):
+        report = verify_file(log, keys)
+        assert report.ok and report.checkpoints >= 1 and report.signed_seq == report.last_seq, (log.name, report)
 
 
 def test_one_idempotency_key_on_both_workers_executes_once(gateway):

@@ -35,7 +35,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from gateway.audit import CHECKPOINT  # noqa: F401 - the stage of a checkpoint record, named here too
 from gateway.approvals.keyring import key_thumbprint, load_private_key, write_private_key
-from gateway.key_files import KeyFileExposed, read_key_file
+from gateway.key_files import MAX_KEY_FILE_BYTES, KeyFileExposed, read_key_file
+from gateway.regular_files import open_regular
 
 UNSIGNED = ("hash", "signature")
 """The fields a checkpoint's signature does not cover: the hash covers the signature instead."""
@@ -127,9 +128,13 @@ def read_public_keys(paths: list[str]) -> dict[str, Ed25519PublicKey]:
     keys = {}
     for name in paths:
         try:
-            data = Path(name).read_bytes()
+            fd, _ = open_regular(name, os.O_RDONLY)  # a FIFO would hang the read: refused
+            with open(fd, "rb") as f:
+                data = f.read(MAX_KEY_FILE_BYTES + 1)
         except OSError as exc:
             raise ValueError(f"{name}: {exc.strerror or exc}") from None
+        if len(data) > MAX_KEY_FILE_BYTES:
+            raise ValueError(f"{name}: larger than {MAX_KEY_FILE_BYTES // 1024} KiB, so no public key")
         try:
             key = serialization.load_pem_public_key(data)
         except (TypeError, ValueError):

@@ -246,7 +246,12 @@ def test_a_key_file_that_is_no_key_is_refused(tmp_path, content):
 def test_public_keys_that_are_not_one_are_refused_by_verify(tmp_path):
     log, pub = _signed_log(tmp_path)
     private = tmp_path / "audit-signing.pem"
-    for given, words in ((private, "not a PEM public key"), (tmp_path / "absent.pub", "No such file")):
+    fifo = tmp_path / "fifo.pub"
+    os.mkfifo(fifo)  # read whole, it would hang verify
+    big = tmp_path / "big.pub"
+    big.write_bytes(b"x" * (2 << 20))
+    for given, words in ((private, "not a PEM public key"), (tmp_path / "absent.pub", "No such file"),
+                         (fifo, "not a regular file"), (tmp_path, "not a regular file"), (big, "so no public key")):
         out = _cli("audit", "verify", log, "--public-key", given)
         assert out.returncode == 2 and "invalid_public_key" in out.stderr and words in out.stderr, out
     out = _cli("audit", "verify", log, "--require-signed")

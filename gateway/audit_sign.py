@@ -2,9 +2,9 @@
 
 The hash chain shows an edit, a gap or a cut to whoever holds a copy of the log; it cannot
 show a log rewritten whole, every hash recomputed, by someone who could write the file. A
-checkpoint closes that for everything before it: an ``audit_checkpoint`` record whose
-``signature`` is Ed25519 over the record's own canonical form without ``hash`` and
-``signature`` — its ``seq``, its ``prev_hash`` (so the whole chain before it), its time, the
+checkpoint closes that for everything before it: an ``audit_checkpoint`` record
+(``gateway.audit.CHECKPOINT``) whose ``signature`` is Ed25519 over the record's own canonical
+form without ``hash`` and ``signature`` — its ``seq``, its ``prev_hash`` (so the whole chain before it), its time, the
 gateway and the key's ``kid``. Only the key's holder can make one, and a record changed
 before it breaks the ``prev_hash`` it signed.
 
@@ -33,7 +33,6 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from gateway.audit import CHECKPOINT  # noqa: F401 - the stage of a checkpoint record, named here too
 from gateway.approvals.keyring import key_thumbprint, load_private_key, write_private_key
 from gateway.key_files import MAX_KEY_FILE_BYTES, KeyFileExposed, read_key_file
 from gateway.regular_files import open_regular
@@ -93,7 +92,11 @@ def load_signer(path: Path) -> CheckpointSigner:
         except OSError as exc:
             raise ValueError(f"audit signing key {path} cannot be made: {exc.strerror or exc}") from None
         else:  # a .pub left from a key no longer there is not this key's: replaced
-            write_public_key(public_path(path), key.public_key(), replace=True)
+            try:
+                write_public_key(public_path(path), key.public_key(), replace=True)
+            except OSError as exc:
+                raise ValueError(f"audit signing key {path} was made, but its public half {public_path(path)} "
+                                 f"cannot be written: {exc.strerror or exc}") from None
     try:
         key = load_private_key(read_key_file(path, group_may_read=True))
     except KeyFileExposed as exc:

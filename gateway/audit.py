@@ -229,6 +229,8 @@ class AuditLog:
         self._append(CHECKPOINT, "", "ok", {"kid": signer.kid}, signer.sign)
         self._signed_seq = self._sink.seq
         self._sink.flush(True)
+        # a second copy of the anchor, off the log's own file: the operational log (stderr)
+        log.info(CHECKPOINT, path=str(self.path), seq=self._sink.seq, hash=self._sink.last_hash, kid=signer.kid)
         return True
 
     def _append(self, stage: str, decision_id: str, code: str, fields: dict[str, Any],

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+import structlog
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -201,6 +202,16 @@ def test_nothing_new_is_not_signed_again_and_a_log_without_a_key_writes_no_check
     assert not plain.checkpoint() and not plain.signing
     plain.close()
     assert [r["stage"] for r in audit_records(tmp_path / "plain.jsonl")] == ["result"]
+
+
+def test_each_checkpoint_is_also_in_the_operational_log(tmp_path):
+    log = AuditLog(tmp_path / "audit.jsonl", gateway_id="test", signer=load_signer(tmp_path / "k.pem"))
+    log.record("result", code="ok")
+    with structlog.testing.capture_logs() as logs:
+        assert log.checkpoint()
+    log.close()
+    mark = _checkpoints(tmp_path / "audit.jsonl")[0]
+    assert [(e["event"], e["seq"], e["hash"], e["kid"]) for e in logs] == [(CHECKPOINT, 2, mark["hash"], mark["kid"])]
 
 
 def test_an_empty_new_log_has_nothing_to_sign(tmp_path):

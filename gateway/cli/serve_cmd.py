@@ -48,8 +48,11 @@ def run(ns: argparse.Namespace) -> int:
         audit = config.audit_path if config.workers == 1 else worker_audit_path(config.audit_path, "*")
         print(f"data dir: {config.data_path}  audit log: {audit}  workers: {config.workers}", flush=True)
         if (key := config.audit_signing_key_path) is not None:
-            print(f"audit checkpoints signed every {config.audit.checkpoint_seconds:g} s with {key} "
-                  f"(verify: toolgate audit verify --public-key {public_path(key)} ...)", flush=True)
+            pub = public_path(key)  # made with a key the gateway generated; a key given may come without one
+            check = (f"verify: toolgate audit verify --public-key {pub} ..." if pub.exists()
+                     else f"its public key for audit verify --public-key: openssl pkey -in {key} -pubout")
+            print(f"audit checkpoints signed every {config.audit.checkpoint_seconds:g} s with {key} ({check})",
+                  flush=True)
 
     try:
         if config.workers > 1:

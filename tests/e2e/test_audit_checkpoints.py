@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gateway.audit import CHECKPOINT, AuditLog, canonical, record_hash
 from gateway.audit_sign import CheckpointSigner, load_signer, public_path, read_public_keys, signed_part
 from gateway.audit_verify import verify_file, verify_segments
-from gateway.testing import start_gateway
+from gateway.testing import GatewayProcess, start_gateway
 from tests.conftest import Client, audit_records, demo_config
 
 
@@ -317,3 +317,29 @@ async def test_a_gateway_whose_key_others_may_read_does_not_start(tmp_path):
     with pytest.raises(ValueError, match="audit signing key .*chmod 600"):
         await start_gateway(config)
     assert not config.audit_path.exists()  # refused before the log was opened
+
+
+def test_serve_names_the_public_key_and_logs_each_checkpoint_on_its_operational_log(tmp_path):
+    from tests.e2e.test_workers import TOOLS_DIR, call_on_channels, write_config
+
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(TOOLS_DIR), os.environ.get("PYTHONPATH", "")]))}
+    given = tmp_path / "given.pem"  # a key provisioned without its .pub
+    given.write_bytes(CheckpointSigner(Ed25519PrivateKey.generate()).key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    given.chmod(0o600)
+    for key, says in (("audit-signing.pem", "verify: toolgate audit verify --public-key"),
+                      (str(given), "openssl pkey -in")):
+        root = tmp_path / Path(key).stem
+        root.mkdir()
+        config = write_config(root, workers=1, audit={"signing_key": key})
+        gw = GatewayProcess(config, data_dir=root / "data", env=env).start(60.0)
+        try:
+            assert {a.code for a in asyncio.run(call_on_channels(gw.address, "signed"))} == {"ok"}
+        finally:
+            gw.stop()
+        log = root / "data" / "audit.jsonl"
+        mark = _checkpoints(log)[-1]
+        lines = [json.loads(x) for x in gw.output if x.startswith("{")]
+        logged = [e for e in lines if e.get("event") == CHECKPOINT]
+        assert [(e["seq"], e["hash"]) for e in logged] == [(mark["seq"], mark["hash"])], gw.output
+        assert any(x.startswith("audit checkpoints signed every 60 s") and says in x for x in gw.output), gw.output

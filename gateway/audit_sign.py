@@ -92,9 +92,10 @@ def load_signer(path: Path) -> CheckpointSigner:
             pass
         except OSError as exc:
             raise ValueError(f"audit signing key {path} cannot be made: {exc.strerror or exc}") from None
-        else:  # a .pub left from a key no longer there is not this key's: replaced
+        else:  # only the process that made the key writes its .pub; one left from a key no longer there goes
             try:
-                write_public_key(public_path(path), key.public_key(), replace=True)
+                public_path(path).unlink(missing_ok=True)
+                write_public_key(public_path(path), key.public_key())
             except OSError as exc:
                 raise ValueError(f"audit signing key {path} was made, but its public half {public_path(path)} "
                                  f"cannot be written: {exc.strerror or exc}") from None
@@ -115,15 +116,11 @@ def public_path(private: Path) -> Path:
     return private.with_name(private.name + ".pub")
 
 
-def write_public_key(path: Path, key: Ed25519PublicKey, *, replace: bool = False) -> None:
-    """Create ``path`` (mode 0644) with the PEM of ``key``; FileExistsError when it exists, unless
-    ``replace`` (then written beside it and renamed over it)."""
-    target, path = path, path.with_name(f".{path.name}.{os.getpid()}.tmp") if replace else path
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | (os.O_TRUNC if replace else os.O_EXCL), 0o644)
+def write_public_key(path: Path, key: Ed25519PublicKey) -> None:
+    """Create ``path`` (mode 0644) with the PEM of ``key``; FileExistsError when it exists."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     with os.fdopen(fd, "wb") as f:
         f.write(key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    if replace:
-        os.replace(path, target)
 
 
 def read_public_keys(paths: list[str]) -> dict[str, Ed25519PublicKey]:

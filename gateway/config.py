@@ -400,12 +400,18 @@ class Config(_Strict):
     def audit_signing_key_path(self) -> Path | None:
         if not self.audit.signing_key:
             return None
-        key = Path(os.path.expanduser(self.audit.signing_key))
-        return key if key.is_absolute() else self.data_path / key
+        return in_data_dir(self.data_path, self.audit.signing_key)
 
     @property
     def policy_bundle_path(self) -> Path:
         return self.resolve(self.policy.bundle)
+
+
+def in_data_dir(data_dir: Path, path: str) -> Path:
+    """A key file the config names (``approvals.grant_keys``, ``audit.signing_key``): ``~``
+    expanded, a relative path taken from the data dir."""
+    p = Path(os.path.expanduser(path))
+    return p if p.is_absolute() else data_dir / p
 
 
 def hash_api_key(key: str) -> str:

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from gateway.approvals.config import ApprovalsConfig, ApproverKey, approvals_config
+from gateway.config import in_data_dir
 from gateway.key_files import KeyFileExposed, read_key_file
 
 
@@ -112,7 +113,7 @@ def load_grant_keys(cfg: ApprovalsConfig, data_dir: Path, gateway_id: str, *, sh
     With a ``shared_store`` (PostgreSQL: replicas) nothing is generated: a grant one replica signs
     may be presented to any, so all must sign with one key the operator gives each of them, and a
     key made here would be this replica's alone (its grants refused by the others). ValueError."""
-    paths = [p if p.is_absolute() else data_dir / p for p in (Path(os.path.expanduser(f)) for f in cfg.grant_keys)]
+    paths = [in_data_dir(data_dir, f) for f in cfg.grant_keys]
     if not paths[0].exists():
         if shared_store:
             raise ValueError(

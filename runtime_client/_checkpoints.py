@@ -88,9 +88,8 @@ class SQLiteCheckpoints:
     def save(self, state: AgentState, events: list[Event]) -> None:
         try:
             with self._lock, self._connect() as db:
-                row = db.execute("SELECT events, state_seq FROM checkpoints WHERE run_id = ?",
-                                 (state.run_id,)).fetchone()
-                older_layout = row is not None and row[1] is None
+                row = db.execute("SELECT state_seq FROM checkpoints WHERE run_id = ?", (state.run_id,)).fetchone()
+                older_layout = row is not None and row[0] is None
                 held = 0 if row is None or older_layout else db.execute(
                     "SELECT COALESCE(MAX(seq), 0) FROM checkpoint_events WHERE run_id = ?", (state.run_id,)).fetchone()[0]
                 if (events[-1].seq if events else 0) < held:
@@ -99,7 +98,7 @@ class SQLiteCheckpoints:
                 db.executemany("INSERT INTO checkpoint_events (run_id, seq, event) VALUES (?, ?, ?)",
                                [(state.run_id, e.seq, json.dumps(e.to_dict())) for e in events if e.seq > held])
                 last = events[-1].seq if events else 0
-                since = row[1] if row is not None and row[1] is not None else 0
+                since = row[0] if row is not None and row[0] is not None else 0
                 if row is None or older_layout or last - since >= max(_SNAPSHOT_EVERY, since):
                     db.execute("INSERT INTO checkpoints (run_id, state, events, state_seq) VALUES (?, ?, '[]', ?)"
                                " ON CONFLICT(run_id) DO UPDATE SET state=excluded.state, events='[]',"

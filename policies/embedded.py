@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from policies._bundle import compile_bundle, describe_engine_error, read_bundle
-from policies._decision import UNDEFINED, PolicyDecision, parse_decision, single_value
+from policies._decision import UNDEFINED, PolicyDecision, parse_decision, parse_decision_json, single_value
 from policies._errors import POLICY_UNAVAILABLE, PolicyError
 from policies._owned import OwnedEngine, free_strays
 
@@ -69,15 +69,17 @@ class EmbeddedEngine:
 
     async def evaluate(self, input: dict[str, Any]) -> PolicyDecision:
         """The decision for ``input``; raises ``PolicyError`` (see the module docstring)."""
-        return parse_decision(self._eval(self._query, input))
+        return self.evaluate_sync(input)
 
     async def query(self, path: str, input: dict[str, Any]) -> Any:
         """The value at ``path`` or ``UNDEFINED``; raises ``PolicyError`` on engine errors."""
-        return self._eval(path, input)
+        text = self._eval(path, input)
+        return UNDEFINED if text is None else json.loads(text)
 
     def evaluate_sync(self, input: dict[str, Any]) -> PolicyDecision:
         """``evaluate`` for synchronous callers (CLI, benchmarks, replay)."""
-        return parse_decision(self._eval(self._query, input))
+        text = self._eval(self._query, input)
+        return parse_decision(UNDEFINED) if text is None else parse_decision_json(text)
 
     async def reload(self) -> None:
         """Recompile the bundle; on ``PolicyLoadError`` the old policy keeps serving. The files
@@ -101,7 +103,8 @@ class EmbeddedEngine:
         bundle = read_bundle(self._path)
         return compile_bundle(bundle), bundle.version
 
-    def _eval(self, path: str, input: dict[str, Any]) -> Any:
+    def _eval(self, path: str, input: dict[str, Any]) -> str | None:
+        """The JSON text of the value at ``path``, ``None`` when it is undefined."""
         owned = self._engine  # never the bare engine in a frame a traceback may keep (``policies._owned``)
         free_strays()
         started = time.perf_counter()
@@ -117,7 +120,7 @@ class EmbeddedEngine:
             raise PolicyError(POLICY_UNAVAILABLE, f"evaluation took {elapsed * 1000:.1f} ms, over the timeout")
         return value
 
-    def _value(self, owned: OwnedEngine, path: str) -> Any:
+    def _value(self, owned: OwnedEngine, path: str) -> str | None:
         """A rule's value by ``eval_rule`` (~15 µs cheaper than a query), else by query.
 
         ``eval_rule_as_json`` answers an undefined rule with the JSON string
@@ -135,5 +138,6 @@ class EmbeddedEngine:
                 self._rule_paths[path] = False
             else:
                 self._rule_paths[path] = True
-                return UNDEFINED if raw == _UNDEFINED_JSON else json.loads(raw)
-        return single_value(json.loads(owned.engine.eval_query_as_json(path)).get("result", []))
+                return None if raw == _UNDEFINED_JSON else raw
+        value = single_value(json.loads(owned.engine.eval_query_as_json(path)).get("result", []))
+        return None if value is UNDEFINED else json.dumps(value)  # rare: a package or data path

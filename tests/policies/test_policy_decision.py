@@ -6,8 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies import UNDEFINED, PolicyDecision, PolicyError, parse_decision, single_value
+from policies._decision import parse_decision_json
 
 MALFORMED = {
     name: value
@@ -100,3 +103,67 @@ def test_single_value_rejects_other_result_sets(results):
 def test_policy_error_rejects_unknown_code():
     with pytest.raises(ValueError):
         PolicyError("policy_denied")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------- parse_decision_json: the same reader
+
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6), st.sampled_from(["allow", "deny", "require_approval", "require_more_evidence",
+                                          "minimal", "full", "ops", ""]),
+)
+_json = st.recursive(_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)), max_leaves=8)
+_VALID = [
+    {"decision": "allow", "reasons": ["read-only tool"], "constraints": {}, "audit": "minimal"},
+    {"decision": "deny", "reasons": ["no"], "constraints": {"hosts": ["a.example"]}, "audit": "full"},
+    {"decision": "require_approval", "reasons": ["r"], "approval": {"groups_any": ["ops"], "quorum": 2, "ttl_seconds": 900}},
+    {"decision": "require_more_evidence", "reasons": [], "evidence": ["ticket_id"]},
+]
+_near = st.one_of(  # values a lax reader would coerce and a strict one refuses
+    _json, st.sampled_from([2.0, "2", True, 1, 0, "", "allow ", b"x".decode(), [], {}, ["ops", 1], [None], {"1": 1}]),
+)
+_fields = st.sampled_from(["decision", "reasons", "constraints", "approval", "evidence", "audit", "unknown"])
+_subfields = st.sampled_from(["groups_any", "quorum", "ttl_seconds", "extra"])
+
+
+@st.composite
+def _documents(draw):
+    """A valid decision, then up to two of its fields (or the approval's) changed, added or dropped."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(_json)
+    document = json.loads(json.dumps(draw(st.sampled_from(_VALID))))
+    for _ in range(draw(st.integers(0, 2))):
+        if draw(st.booleans()) and isinstance(document.get("approval"), dict):
+            target, key = document["approval"], draw(_subfields)
+        else:
+            target, key = document, draw(_fields)
+        if draw(st.integers(0, 4)) == 0:
+            target.pop(key, None)
+        else:
+            target[key] = json.loads(json.dumps(draw(_near)))  # a copy: sampled values are shared
+    return document
+
+
+def _answer(parse, text):
+    try:
+        return parse(text)
+    except PolicyError as exc:
+        return exc.code
+
+
+@settings(max_examples=1500, deadline=None, derandomize=True, database=None)
+@given(_documents(), st.booleans())
+def test_parse_decision_json_answers_as_parse_decision(document, spaced):
+    """The embedded engine reads its answer from JSON text; the answer must be the one
+    ``parse_decision`` gives for the same document, decision or refusal."""
+    text = json.dumps(document) if spaced else json.dumps(document, separators=(",", ":"))
+    expected = _answer(lambda t: parse_decision(json.loads(t)), text)
+    assert _answer(parse_decision_json, text) == expected
+
+
+@pytest.mark.parametrize("text", ['{"decision": "allow"', '{"decision": "allow"} {}', "", "nul", '"<undefined>"x'])
+def test_parse_decision_json_refuses_text_that_is_not_json(text):
+    with pytest.raises(PolicyError) as info:
+        parse_decision_json(text)
+    assert info.value.code == "policy_invalid_decision"

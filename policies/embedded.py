@@ -31,14 +31,12 @@ from typing import Any
 from policies._bundle import compile_bundle, describe_engine_error, read_bundle
 from policies._decision import UNDEFINED, PolicyDecision, parse_decision, parse_decision_json, single_value
 from policies._errors import POLICY_UNAVAILABLE, PolicyError
+from policies._encode import encode_json
 from policies._owned import OwnedEngine, free_strays
 
 DEFAULT_QUERY = "data.toolgate.decision"
 _NOT_A_RULE = "not a valid rule path"
 _UNDEFINED_JSON = '"<undefined>"'
-
-
-_encode_input = json.JSONEncoder(allow_nan=False).encode  # json.dumps(input, allow_nan=False), one encoder
 
 
 class EmbeddedEngine:
@@ -109,10 +107,12 @@ class EmbeddedEngine:
         free_strays()
         started = time.perf_counter()
         try:
-            owned.engine.set_input_json(_encode_input(input))
-            value = self._value(owned, path)
-        except (TypeError, ValueError) as exc:
+            text = encode_json(input)
+        except (TypeError, ValueError, RecursionError) as exc:
             raise PolicyError(POLICY_UNAVAILABLE, f"input is not JSON-serialisable: {exc}") from exc
+        try:
+            owned.engine.set_input_json(text)
+            value = self._value(owned, path)
         except Exception as exc:  # regorus raises RuntimeError for every evaluation error
             raise PolicyError(POLICY_UNAVAILABLE, describe_engine_error(exc)) from exc
         elapsed = time.perf_counter() - started

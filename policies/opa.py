@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import re
 import ssl
@@ -73,6 +72,7 @@ import httpx
 
 from policies._decision import UNDEFINED, PolicyDecision, parse_decision
 from policies._errors import POLICY_UNAVAILABLE, PolicyError, PolicyLoadError
+from policies._encode import encode_json
 from gateway.json_keys import NotStrictJson, strict_loads
 from policies._http import Endpoint, Http11Pool, TransportError, refuse_url_extras
 
@@ -174,7 +174,10 @@ class OPAEngine:
     async def _post(self, path: str, input: dict[str, Any]) -> dict[str, Any]:
         target = "/v1/data/" + self._data_path(path)
         try:
-            request = json.dumps({"input": input}, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            request = '{"input":' + encode_json(input) + "}"
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise PolicyError(POLICY_UNAVAILABLE, f"input is not JSON-serialisable: {exc}") from exc
+        try:
             async with asyncio.timeout(self._timeout_s):
                 status, content = await self._sender.post(target, request.encode())
         except TimeoutError as exc:

@@ -64,11 +64,20 @@ async def test_a_policy_answer_that_is_not_a_decision_is_invalid(tmp_path, rule)
     assert info.value.code == "policy_invalid_decision"
 
 
-async def test_unserialisable_input_is_policy_unavailable(tmp_path):
+def _cyclic() -> dict:
+    value: dict = {}
+    value["self"] = value
+    return value
+
+
+@pytest.mark.parametrize("doc", [{"x": float("nan")}, {"x": object()}, {"x": {1, 2}}, {"x": "\ud800"}, _cyclic()],
+                         ids=["nan", "object", "set", "lone-surrogate", "cyclic"])
+async def test_unserialisable_input_is_policy_unavailable(tmp_path, doc):
     engine = EmbeddedEngine.from_bundle(bundle(tmp_path, {"p.rego": ALLOW}))
     with pytest.raises(PolicyError) as info:
-        await engine.evaluate({"x": float("nan")})
+        await engine.evaluate(doc)
     assert info.value.code == "policy_unavailable"
+    assert (await engine.evaluate({"x": 1})).decision == "allow"  # and the next input is read afresh
 
 
 async def test_evaluation_over_the_timeout_denies(tmp_path):

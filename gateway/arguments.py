@@ -26,6 +26,7 @@ from typing import Any, Callable
 import rfc8785
 
 from gateway.ecma_regex import FORMATS, Validator, schema_problems, without_dialect
+from gateway.json_encode import encoder
 from gateway.json_keys import DuplicateKey, unique_pairs
 from gateway.schema_refs import LOCAL_ONLY
 from gateway.models import FieldError
@@ -162,10 +163,8 @@ def args_hash(args: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(args)).hexdigest()
 
 
-# The C JSON encoder with sorted keys, no spaces and no ASCII escaping.
-_encode = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False  # _plain bounds depth
-).encode
+# The C JSON encoder with sorted keys, no spaces and no ASCII escaping (_plain bounds the depth).
+_encode = encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def canonical_json(value: Any) -> bytes:

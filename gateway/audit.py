@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import structlog
 
+from gateway.json_encode import encoder
 from gateway.json_keys import NotStrictJson, strict_loads
 from gateway.regular_files import open_regular
 
@@ -63,17 +64,8 @@ _HEAD_WIDTH = 128  # bytes of the head file: its JSON padded with spaces (seq up
 _HEAD_MAX = 4096  # bytes read of a head file at the most: a larger one is no head
 
 
-def _canonical_encoder() -> Any:
-    """``json.dumps(..., sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)``
-    as one reusable C encoder: the same bytes without building a JSONEncoder per record."""
-    make = getattr(_json_encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator: the plain call
-        return lambda obj: json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    encode = make(None, str, _json_encoder.encode_basestring, None, ":", ",", True, False, True)
-    return lambda obj: "".join(encode(obj, 0))
-
-
-_canonical = _canonical_encoder()
+_canonical = encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+"""``json.dumps(..., sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)``."""
 
 
 def canonical(record: dict[str, Any]) -> bytes:

@@ -32,6 +32,7 @@ from typing import Any
 from gateway.codes import Code
 from gateway.executors.base import ExecResult
 from gateway.injection import injection_flags
+from gateway.json_encode import encoder
 from gateway.jsonable import Keep, jsonable, utf8_text
 from gateway.models import CallContext, ErrorInfo, Observation, Provenance
 from gateway.scrub import Scrubber
@@ -125,7 +126,7 @@ def data_json(data: Any) -> bytes:
     return _encode_data(data).encode()
 
 
-_encode_data = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_encode_data = encoder(ensure_ascii=False, separators=(",", ":"))
 """json.dumps(data, ensure_ascii=False, separators=(",", ":")), one encoder for every call."""
 
 

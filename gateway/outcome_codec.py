@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from gateway.codes import Code
+from gateway.json_encode import encoder
 from gateway.models import (
     ApprovalRequired,
     CallResult,
@@ -21,7 +22,7 @@ from gateway.models import (
 )
 
 
-_encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
+_encode = encoder(separators=(",", ":"), default=str)
 
 
 def dumps(result: CallResult) -> str:

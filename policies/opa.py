@@ -174,12 +174,12 @@ class OPAEngine:
     async def _post(self, path: str, input: dict[str, Any]) -> dict[str, Any]:
         target = "/v1/data/" + self._data_path(path)
         try:
-            request = '{"input":' + encode_json(input) + "}"
+            request = ('{"input":' + encode_json(input) + "}").encode()  # a lone surrogate fails here, unsent
         except (TypeError, ValueError, RecursionError) as exc:
             raise PolicyError(POLICY_UNAVAILABLE, f"input is not JSON-serialisable: {exc}") from exc
         try:
             async with asyncio.timeout(self._timeout_s):
-                status, content = await self._sender.post(target, request.encode())
+                status, content = await self._sender.post(target, request)
         except TimeoutError as exc:
             raise PolicyError(POLICY_UNAVAILABLE, f"OPA did not answer within {self._timeout_s * 1000:.0f} ms") from exc
         except (TransportError, OSError, TypeError, ValueError) as exc:

@@ -125,6 +125,16 @@ class ToolConfig(_Strict):
                 {"name": self.name})
         return self
 
+    @field_validator("constraints")
+    @classmethod
+    def _constraints_are_json(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from gateway.json_values import json_problem
+
+        if (problem := json_problem(value, "constraints")) is not None:
+            raise PydanticCustomError("constraints_not_json", "tool '{name}': {problem}",
+                                      {"name": info.data.get("name", "?"), "problem": problem})
+        return value
+
     @field_validator("input_schema")
     @classmethod
     def _schema_is_enforceable(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:

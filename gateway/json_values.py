@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from gateway.arguments import MAX_DEPTH  # nesting allowed: as for a call's arguments
+from gateway.jsonable import encodes_utf8
 
 
 def json_problem(value: Any, where: str, depth: int = 0) -> str | None:
@@ -44,10 +45,4 @@ def json_problem(value: Any, where: str, depth: int = 0) -> str | None:
 
 
 def _unicode(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return text.isascii() or encodes_utf8(text)

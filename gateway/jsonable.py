@@ -21,12 +21,13 @@ def utf8_text(text: str) -> str:
     exception, an MCP upstream's ``\\ud800`` escape) written as that escape, six characters: the
     observation, the stored outcome and the audit record can then all hold it (UTF-8 cannot), and
     hold the same text. Done before the scrubber reads it, so it sees the text that is sent."""
-    if text.isascii() or _encodes(text):
+    if text.isascii() or encodes_utf8(text):
         return text
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _encodes(text: str) -> bool:
+def encodes_utf8(text: str) -> bool:
+    """``text`` holds no lone surrogate (\\ud800-\\udfff): it is Unicode, and UTF-8 can hold it."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -200,7 +201,7 @@ def _plain(value: Any, depth: int, room: int) -> int:
     is at most ``room``; else -1. Stops at the first value past ``room``."""
     kind = type(value)
     if kind is str:
-        return len(value) if len(value) <= room and (value.isascii() or _encodes(value)) else -1
+        return len(value) if len(value) <= room and (value.isascii() or encodes_utf8(value)) else -1
     if kind in _SCALARS:
         size = _scalar_size(value)
         return size if size <= room and (kind is not int or value.bit_length() <= _LONG_INT_BITS) else -1
@@ -209,7 +210,7 @@ def _plain(value: Any, depth: int, room: int) -> int:
     used = 2  # its brackets: an empty one counts too, or a million of them would be read as nothing
     if kind is dict:
         for key, item in value.items():
-            if type(key) is not str or not (key.isascii() or _encodes(key)):
+            if type(key) is not str or not (key.isascii() or encodes_utf8(key)):
                 return -1
             used += len(key)
             if (size := _plain(item, depth + 1, room - used)) < 0:

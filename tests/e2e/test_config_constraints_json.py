@@ -4,13 +4,15 @@ saying where and what to write, not sent to the policy as one thing and the exec
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import yaml
 
 from gateway.config import ConfigError, load_config
 from gateway.tools import ToolRegistry
-from tests.conftest import DEMO_CONFIG
+from tests.conftest import DEMO_CONFIG, ROOT
 
 
 def _write(tmp_path, constraints_yaml: str):
@@ -50,3 +52,13 @@ def test_json_constraints_load_and_reach_the_policy_as_written(tmp_path):
     assert tool.policy_view()["constraints"] == {"hosts": ["api.example.com"],
                                                  "limits": {"rows": 5, "ratio": 0.5, "strict": True, "note": "café", "none": None}}
     assert json.loads(json.dumps(tool.policy_view())) == tool.policy_view()  # what the engine is sent is what is configured
+
+
+def test_serve_with_such_a_constraint_says_config_invalid_and_where(tmp_path):
+    """A real ``toolgate serve`` (a process, so a regression that lets it start fails on the timeout
+    instead of hanging the suite)."""
+    path, name = _write(tmp_path, "{expires: 2026-01-01}")
+    done = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--config", str(path), "--port", "0"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1].startswith("toolgate: config_invalid: "), done.stderr
+    assert f"tool '{name}': constraints.expires is a YAML date value" in done.stderr

@@ -141,7 +141,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     not_measured: dict[str, str] = {}
     try:
         progress("micro-figures (in-process)")
-        micro_figures = micro.measure(2000 if quick else 10000)
+        micro_figures, micro_ranges = micro.measure(2000 if quick else 10000, rounds)
         progress("starting echo and embedded gateway servers")
         procs = {"echo": servers.echo(), "embedded": servers.gateway("embedded")}
         binary = opa_binary()
@@ -169,10 +169,12 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         "quick": quick, "rounds": rounds, "seconds": seconds, "warmup": warmup, "concurrency": list(CONCURRENCY),
         "workers": workers, "channels": load.CHANNELS,
         "host": {"python": platform.python_version(), "machine": platform.machine(), "cpus": _cpus()},
-        "derived": derived, "open_loop": open_loop, "micro": micro_figures, "head_of_line": hol, "memory": memory,
+        "derived": derived, "open_loop": open_loop, "micro": micro_figures, "micro_rounds_range": micro_ranges,
+        "head_of_line": hol, "memory": memory,
         "not_measured": not_measured, "runs": runs,
     }
-    results["budgets"] = report.budgets(derived, micro_figures, hol, memory, open_loop)
+    results["budgets"] = report.budgets(derived, micro_figures, hol, memory, open_loop, runs=runs,
+                                        micro_ranges=micro_ranges)
     return results
 
 

@@ -107,7 +107,7 @@ class EmbeddedEngine:
         free_strays()
         started = time.perf_counter()
         try:
-            text = encode_json(input)
+            text = encode_json(input).decode()
         except (TypeError, ValueError, RecursionError) as exc:
             raise PolicyError(POLICY_UNAVAILABLE, f"input is not JSON-serialisable: {exc}") from exc
         try:

@@ -174,7 +174,7 @@ class OPAEngine:
     async def _post(self, path: str, input: dict[str, Any]) -> dict[str, Any]:
         target = "/v1/data/" + self._data_path(path)
         try:
-            request = ('{"input":' + encode_json(input) + "}").encode()  # a lone surrogate fails here, unsent
+            request = b'{"input":' + encode_json(input) + b"}"  # a lone surrogate fails here, unsent
         except (TypeError, ValueError, RecursionError) as exc:
             raise PolicyError(POLICY_UNAVAILABLE, f"input is not JSON-serialisable: {exc}") from exc
         try:

@@ -99,3 +99,42 @@ async def test_the_read_fast_path_never_changes_a_decision(doc):
     assert await _fast_path_engine.query("data.toolgate.decision", doc) == await _fast_path_engine.query(
         "data.toolgate.full_decision", doc
     )
+
+
+_EXTRA_DENY = """package toolgate
+
+import rego.v1
+
+deny contains "lookups are closed for maintenance" if input.tool.name == "lookup_policy"
+"""
+
+
+def _bundle_with_extra_deny(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "decision.rego").write_text((REPO / "rego" / "toolgate" / "decision.rego").read_text())
+    (folder / "maintenance.rego").write_text(_EXTRA_DENY)
+    return folder
+
+
+async def test_a_deny_rule_in_another_file_applies_to_a_plain_read(tmp_path):
+    """The fast path evaluates the whole deny set, not only the rules in decision.rego."""
+    engine = EmbeddedEngine.from_bundle(_bundle_with_extra_deny(tmp_path / "bundle"))
+    decision = await engine.evaluate(policy_input("lookup_policy", "read", {"topic": "refunds"}))
+    assert (decision.decision, decision.reasons) == ("deny", ["lookups are closed for maintenance"])
+    assert (await engine.evaluate(policy_input("read_file", "read", {"path": "docs/a.md"}))).decision == "allow"
+
+
+@pytest.mark.opa
+async def test_a_deny_rule_in_another_file_applies_to_a_plain_read_on_opa(opa_binary, tmp_path):
+    from policy_opa_server import OPAServer
+
+    server = OPAServer(opa_binary, _bundle_with_extra_deny(tmp_path / "bundle"), tmp_path)
+    server.start()
+    engine = OPAEngine(server.url)
+    try:
+        decision = await engine.evaluate(policy_input("lookup_policy", "read", {"topic": "refunds"}))
+        assert (decision.decision, decision.reasons) == ("deny", ["lookups are closed for maintenance"])
+        assert (await engine.evaluate(policy_input("read_file", "read", {"path": "docs/a.md"}))).decision == "allow"
+    finally:
+        await engine.close()
+        server.stop()

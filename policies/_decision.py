@@ -98,6 +98,10 @@ class PolicyDecision(_Strict):
         return copy
 
 
+_validate_json = PolicyDecision.__pydantic_validator__.validate_json
+"""``PolicyDecision.model_validate_json`` without its Python wrapper (~0.5 µs of ~4 a decision)."""
+
+
 def parse_decision(value: Any) -> PolicyDecision:
     """Read one decision document strictly.
 
@@ -132,7 +136,7 @@ def parse_decision_json(text: str) -> PolicyDecision:
             raise PolicyError(POLICY_INVALID_DECISION, f"the decision is not JSON: {exc}") from exc
         return parse_decision(value)
     try:
-        return PolicyDecision.model_validate_json(text)
+        return _validate_json(text)
     except ValidationError as exc:
         raise _malformed(exc) from exc
 

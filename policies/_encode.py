@@ -12,7 +12,7 @@ How: orjson writes a call's ~720-byte input in ~0.7 µs, where the standard libr
 takes ~6 µs (about a sixth of the whole embedded decision's instructions). Where the two differ,
 the standard library decides:
 
-- orjson refuses a key that is not a string, an integer past 64 bits, nesting past 254, a lone
+- orjson refuses a key that is not a string, an integer past 64 bits, deep nesting, a lone
   surrogate, and (with the passthrough options below) a subclass of ``str``, ``int``, ``float``,
   ``dict`` or ``list``, a dataclass or a datetime. Each of those goes to the standard encoder,
   which writes the first two and the subclasses as it always did and refuses the rest;

@@ -40,10 +40,14 @@ async def decide(engine: PolicyEngine, doc: dict[str, Any], timeout_ms: int) -> 
     """Evaluate; raise PolicyError (fail closed) on error, timeout or a malformed decision.
 
     An engine that evaluates inline (``engine.inline``: the embedded one never awaits, so no
-    asyncio timeout could fire) enforces ``timeout_ms`` itself; the others get one here.
+    asyncio timeout could fire) enforces ``timeout_ms`` itself. So does one whose own wait is
+    bounded by no more than ``timeout_ms`` (``engine.wait_bound_ms``: the OPA engine's, on its
+    HTTP exchange); a second timer around it would cost a timer per call and catch nothing.
+    The others get one here.
     """
     try:
-        if getattr(engine, "inline", False):
+        bound = getattr(engine, "wait_bound_ms", None)
+        if getattr(engine, "inline", False) or (type(bound) is int and 0 < bound <= timeout_ms):
             return await engine.evaluate(doc)
         async with asyncio.timeout(timeout_ms / 1000):  # no extra task per call, unlike wait_for
             return await engine.evaluate(doc)

@@ -102,8 +102,12 @@ _validate_json = PolicyDecision.__pydantic_validator__.validate_json
 """``PolicyDecision.model_validate_json`` without its Python wrapper (~0.5 µs of ~4 a decision)."""
 
 
-def parse_decision(value: Any) -> PolicyDecision:
-    """Read one decision document strictly.
+_validate_python = PolicyDecision.__pydantic_validator__.validate_python
+
+
+def parse_decision(value: Any, *, engine_decision_id: str | None = None) -> PolicyDecision:
+    """Read one decision document strictly; ``engine_decision_id`` goes on the new decision
+    (what ``with_engine_decision_id`` gives, without its copy: ~3 µs of an OPA decision).
 
     Raises ``PolicyError("policy_invalid_decision")`` when ``value`` is ``UNDEFINED``,
     not a JSON object (e.g. a list of several results), names an unknown decision,
@@ -114,9 +118,12 @@ def parse_decision(value: Any) -> PolicyDecision:
     if not isinstance(value, dict):
         raise PolicyError(POLICY_INVALID_DECISION, f"the decision is a {_json_type(value)}, not an object")
     try:
-        return PolicyDecision.model_validate(value)
+        decision = _validate_python(value)
     except ValidationError as exc:
         raise _malformed(exc) from exc
+    if engine_decision_id is not None:
+        decision._engine_decision_id = engine_decision_id  # made just above: no one else holds it
+    return decision
 
 
 def parse_decision_json(text: str) -> PolicyDecision:

@@ -119,7 +119,7 @@ class OPAEngine:
         self._url = url.rstrip("/")
         self._query = query
         self._data_path(query)
-        self._timeout_s = timeout_ms / 1000
+        self._timeout_ms, self._timeout_s = timeout_ms, timeout_ms / 1000
         https = urlsplit(self._url).scheme == "https"
         if ca_file is not None and not https:
             raise ValueError("ca_file applies to an https:// OPA URL only")
@@ -132,6 +132,12 @@ class OPAEngine:
         self._version = f"opa:{self._url}"
 
     @property
+    def wait_bound_ms(self) -> int:
+        """``evaluate`` and ``query`` await OPA for at most this long, then fail closed
+        (``policy_unavailable``): every await of theirs is inside one ``asyncio.timeout``."""
+        return self._timeout_ms
+
+    @property
     def version(self) -> str:
         """``opa:sha256:<16 hex>`` over OPA's policies once ``reload()`` ran, else ``opa:<url>``."""
         return self._version
@@ -139,8 +145,7 @@ class OPAEngine:
     async def evaluate(self, input: dict[str, Any]) -> PolicyDecision:
         """The decision for ``input``, carrying OPA's decision_id; raises ``PolicyError``."""
         body = await self._post(self._query, input)
-        decision = parse_decision(body.get("result", UNDEFINED))
-        return decision.with_engine_decision_id(_decision_id(body.get("decision_id")))
+        return parse_decision(body.get("result", UNDEFINED), engine_decision_id=_decision_id(body.get("decision_id")))
 
     async def query(self, path: str, input: dict[str, Any]) -> Any:
         """The value at ``path`` or ``UNDEFINED``; raises ``PolicyError`` when OPA fails."""

@@ -75,6 +75,23 @@ def test_engine_decision_id_is_not_a_policy_field():
     assert "engine_decision_id" not in PolicyDecision.model_fields
 
 
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_an_engine_decision_id_does_not_make_a_malformed_decision_pass(name):
+    with pytest.raises(PolicyError) as info:
+        parse_decision(MALFORMED[name], engine_decision_id="d-1")
+    assert info.value.code == "policy_invalid_decision"
+
+
+def test_a_decision_parsed_with_its_engine_id_is_a_new_one_each_time():
+    document = {"decision": "require_approval", "approval": {"groups_any": ["ops"]}, "reasons": ["r"]}
+    first = parse_decision(document, engine_decision_id="d-1")
+    second = parse_decision(document, engine_decision_id="d-2")
+    plain = parse_decision(document)
+    assert (first.engine_decision_id, second.engine_decision_id, plain.engine_decision_id) == ("d-1", "d-2", None)
+    assert first.model_dump() == second.model_dump() == plain.with_engine_decision_id("d-9").model_dump()
+    assert first.reasons is not second.reasons  # nothing shared between the two answers
+
+
 def test_single_value_of_empty_result_set_is_undefined():
     assert single_value([]) is UNDEFINED
 

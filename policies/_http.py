@@ -50,6 +50,8 @@ from urllib.parse import urlsplit
 _MAX_HEAD: Final = 64 * 1024
 """Status line and headers; a longer head is an error."""
 _MAX_CHUNK_LINE: Final = 1024
+_MAX_HEADS: Final = 32
+"""Request heads kept, one per target."""
 _MAX_TRAILERS: Final = 64
 _STATUS: Final = re.compile(rb"HTTP/1\.([01]) ([1-5][0-9][0-9])(?: [^\r\n]*)?")
 _TOKEN: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -110,10 +112,7 @@ class Http11Pool:
         than that); an answer above ``max_body`` bytes is an error."""
         self._endpoint = endpoint
         self._max_connections, self._max_body = max_connections, max_body
-        self._head = (
-            "POST {target} HTTP/1.1\r\nHost: " + endpoint.authority + "\r\nUser-Agent: toolgate\r\n"
-            "Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
-        )
+        self._heads: dict[str, bytes] = {}  # target -> the request head up to the length
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: list[_Connection] = []
         self._slots = asyncio.Semaphore(max_connections)
@@ -128,7 +127,7 @@ class Http11Pool:
         if self._closed:
             raise TransportError("the OPA client is closed")
         self._bind_loop()
-        request = self._head.format(target=self._endpoint.prefix + target, length=len(body)).encode("ascii") + body
+        request = b"%s%d\r\n\r\n%s" % (self._heads.get(target) or self._head(target), len(body), body)
         async with self._slots:
             conn = self._checkout()
             if conn is not None:
@@ -148,6 +147,15 @@ class Http11Pool:
         if self._loop is asyncio.get_running_loop():
             for conn in idle:
                 conn.abort()
+
+    def _head(self, target: str) -> bytes:
+        """The request's head for ``target``, up to the Content-Length's value; the first
+        ``_MAX_HEADS`` targets' heads are kept (an engine asks a handful of paths)."""
+        head = (f"POST {self._endpoint.prefix}{target} HTTP/1.1\r\nHost: {self._endpoint.authority}\r\n"
+                "User-Agent: toolgate\r\nContent-Type: application/json\r\nContent-Length: ").encode("ascii")
+        if len(self._heads) < _MAX_HEADS:
+            self._heads[target] = head
+        return head
 
     def _bind_loop(self) -> None:
         loop = asyncio.get_running_loop()

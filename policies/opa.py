@@ -118,7 +118,7 @@ class OPAEngine:
         refuse_url_extras(url)  # https too: the URL is shown in ``version`` and in errors
         self._url = url.rstrip("/")
         self._query = query
-        self._data_path(query)
+        self._target = self._data_target(query)  # the decision's, made once
         self._timeout_ms, self._timeout_s = timeout_ms, timeout_ms / 1000
         https = urlsplit(self._url).scheme == "https"
         if ca_file is not None and not https:
@@ -144,12 +144,12 @@ class OPAEngine:
 
     async def evaluate(self, input: dict[str, Any]) -> PolicyDecision:
         """The decision for ``input``, carrying OPA's decision_id; raises ``PolicyError``."""
-        body = await self._post(self._query, input)
+        body = await self._post(self._target, input)
         return parse_decision(body.get("result", UNDEFINED), engine_decision_id=_decision_id(body.get("decision_id")))
 
     async def query(self, path: str, input: dict[str, Any]) -> Any:
         """The value at ``path`` or ``UNDEFINED``; raises ``PolicyError`` when OPA fails."""
-        return (await self._post(path, input)).get("result", UNDEFINED)
+        return (await self._post(self._data_target(path), input)).get("result", UNDEFINED)
 
     async def reload(self) -> None:
         """Refresh ``version`` from OPA's loaded policies (OPA reloads bundles itself), asked in a
@@ -176,8 +176,7 @@ class OPAEngine:
         """Close the pooled connections; later evaluations fail with ``policy_unavailable``."""
         await self._sender.aclose()
 
-    async def _post(self, path: str, input: dict[str, Any]) -> dict[str, Any]:
-        target = "/v1/data/" + self._data_path(path)
+    async def _post(self, target: str, input: dict[str, Any]) -> dict[str, Any]:
         try:
             request = b'{"input":' + encode_json(input) + b"}"  # a lone surrogate fails here, unsent
         except (TypeError, ValueError, RecursionError) as exc:
@@ -201,10 +200,11 @@ class OPAEngine:
         return body
 
     @staticmethod
-    def _data_path(path: str) -> str:
+    def _data_target(path: str) -> str:
+        """``data.a.b`` as the Data API's ``/v1/data/a/b``; raises ``ValueError`` for anything else."""
         if not _PATH.match(path):
             raise ValueError(f"not a data path OPA's Data API can serve: {path!r}")
-        return path.removeprefix("data").lstrip(".").replace(".", "/")
+        return "/v1/data/" + path.removeprefix("data").lstrip(".").replace(".", "/")
 
 
 class _HttpxSender:

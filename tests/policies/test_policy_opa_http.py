@@ -221,6 +221,17 @@ async def test_the_request_is_a_well_formed_data_api_post(fake):
     assert head2.startswith(b"POST /opa/v1/data/toolgate/visible HTTP/1.1\r\n")
 
 
+async def test_every_path_asked_gets_its_own_request_line_past_the_kept_heads(fake, engine):
+    paths = [f"data.toolgate.rule_{i}" for i in range(40)]  # more than the client keeps heads for
+    for round_ in range(2):
+        for i, path in enumerate(paths):
+            assert await engine.query(path, {"n": i}) == {"decision": "allow", "reasons": [f"n={i}"]}
+    lines = [head.split(b"\r\n")[0].decode() for head, _ in fake.requests]
+    assert lines == [f"POST /v1/data/toolgate/rule_{i} HTTP/1.1" for i in range(40)] * 2
+    assert all(b"\r\nContent-Length: %d\r\n" % len(json.dumps(body, separators=(",", ":")).encode()) in head
+               for head, body in fake.requests)
+
+
 async def test_chunked_answers_with_extensions_and_trailers_are_read(fake, engine):
     chunked = b"10;ext=1\r\n" + ALLOW[:16] + b"\r\nf\r\n" + ALLOW[16:] + b"\r\n0\r\nX-Trailer: t\r\n\r\n"
     fake.replies = [raw(response(chunked, headers=b"Transfer-Encoding: chunked\r\n"))] * 2

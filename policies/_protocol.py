@@ -9,7 +9,15 @@ from policies._decision import PolicyDecision
 
 @runtime_checkable
 class PolicyEngine(Protocol):
-    """Evaluates the policy for one call. Every failure is a ``PolicyError`` (⇒ deny)."""
+    """Evaluates the policy for one call. Every failure is a ``PolicyError`` (⇒ deny).
+
+    The policy stage bounds every evaluation by ``policy.timeout_ms`` with a timer of its own,
+    except for an engine that declares one of two optional attributes (``gateway.policy.decide``):
+    ``inline = True``, an ``evaluate`` that never awaits and enforces the limit after the fact
+    (the embedded engine); or ``wait_bound_ms``, a positive ``int`` no larger than the stage's
+    limit, for an engine whose every await is under a timer of its own that fails closed (the
+    OPA engine). An engine that declares neither always gets the stage's timer.
+    """
 
     @property
     def version(self) -> str:

@@ -223,7 +223,7 @@ async def test_the_request_is_a_well_formed_data_api_post(fake):
 
 async def test_every_path_asked_gets_its_own_request_line_past_the_kept_heads(fake, engine):
     paths = [f"data.toolgate.rule_{i}" for i in range(40)]  # more than the client keeps heads for
-    for round_ in range(2):
+    for _ in range(2):
         for i, path in enumerate(paths):
             assert await engine.query(path, {"n": i}) == {"decision": "allow", "reasons": [f"n={i}"]}
     lines = [head.split(b"\r\n")[0].decode() for head, _ in fake.requests]

@@ -68,11 +68,13 @@ class Servers:
 
 
 async def _rounds(servers: Servers, procs: dict[str, ServerProcess], rounds: int, seconds: float, warmup: float,
-                  fraction: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Each round: every closed-loop scenario at each concurrency, then the open-loop pair."""
+                  fraction: float) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """Each round: every closed-loop scenario at each concurrency, the OPA and embedded paths
+    interleaved at one caller, then the open-loop pair."""
     names = [n for n, s in SCENARIOS.items() if s.server in procs]
     runs: dict[str, dict[str, list[dict[str, float]]]] = {n: {str(c): [] for c in CONCURRENCY} for n in names}
     paced_runs: dict[str, list[dict[str, float]]] = {"echo": [], "allow": []}
+    opa_interleaved: list[dict[str, Any]] = []
     for r in range(rounds):
         for c in CONCURRENCY:
             for name in names:
@@ -80,6 +82,13 @@ async def _rounds(servers: Servers, procs: dict[str, ServerProcess], rounds: int
                 runs[name][str(c)].append(res.as_dict() | extra)
                 progress(f"round {r + 1}/{rounds} c={c:<3} {name:<9} {res.throughput:8.0f}/s p50 {res.p50_ms:6.2f} ms "
                          f"p99 {res.p99_ms:6.2f} ms cpu {res.cpu_us_per_call:5.0f} us/call errors {res.errors}")
+        if "opa" in procs:
+            embedded, opa = await load.interleaved([(procs["embedded"].address, SCENARIOS["allow"]),
+                                                    (procs["opa"].address, SCENARIOS["opa_allow"])], seconds, warmup)
+            opa_interleaved.append({"allow": embedded, "opa_allow": opa, "added_p50_ms": opa["p50_ms"] - embedded["p50_ms"]})
+            progress(f"round {r + 1}/{rounds} interleaved @1: allow p50 {embedded['p50_ms']:6.2f} ms, opa_allow p50 "
+                     f"{opa['p50_ms']:6.2f} ms, added {opa['p50_ms'] - embedded['p50_ms']:5.2f} ms, "
+                     f"errors {embedded['errors'] + opa['errors']}")
         rate = fraction * runs["allow"][str(OPEN_LOOP_CALLERS)][-1]["throughput"]
         for name, server in (("echo", procs["echo"]), ("allow", procs["embedded"])):
             paced_res = await paced.open_loop(server.address, SCENARIOS[name], OPEN_LOOP_CALLERS, rate, seconds, warmup,
@@ -94,7 +103,7 @@ async def _rounds(servers: Servers, procs: dict[str, ServerProcess], rounds: int
         "seconds": seconds, "warmup": warmup, "rounds": rounds,
         "derived": report.derive_open_loop(paced_runs), "runs": paced_runs,
     }
-    return runs, open_loop
+    return runs, open_loop, opa_interleaved
 
 
 async def _closed_loop(servers: Servers, procs: dict[str, ServerProcess], runs: dict[str, Any], name: str, r: int,
@@ -152,7 +161,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         else:
             opa = servers._keep(OPAProcess(binary, workdir / "opa").start())
             procs["opa"] = servers.gateway("opa", engine="opa", opa_url=opa.url)
-        runs, open_loop = await _rounds(servers, procs, rounds, seconds, warmup, args.open_loop_fraction)
+        runs, open_loop, opa_interleaved = await _rounds(servers, procs, rounds, seconds, warmup,
+                                                         args.open_loop_fraction)
         for name in list(procs):
             procs.pop(name).stop()
         progress("head-of-line: 1,000 calls sleeping 1 s and a fast call, on one gateway process")
@@ -170,11 +180,11 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         "workers": workers, "channels": load.CHANNELS,
         "host": {"python": platform.python_version(), "machine": platform.machine(), "cpus": _cpus()},
         "derived": derived, "open_loop": open_loop, "micro": micro_figures, "micro_rounds_range": micro_ranges,
-        "head_of_line": hol, "memory": memory,
+        "head_of_line": hol, "memory": memory, "opa_interleaved": opa_interleaved,
         "not_measured": not_measured, "runs": runs,
     }
     results["budgets"] = report.budgets(derived, micro_figures, hol, memory, open_loop, runs=runs,
-                                        micro_ranges=micro_ranges)
+                                        micro_ranges=micro_ranges, opa_interleaved=opa_interleaved)
     return results
 
 

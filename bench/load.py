@@ -5,7 +5,8 @@ send the next call as soon as the previous one returns, for a fixed time after a
 Latency is measured around each call; the server's CPU is read from /proc over the window.
 A call counts as an error on a transport error, another code than expected, or a replayed
 answer (every request is new, so a replay means the harness or the gateway got it wrong).
-The open-loop (paced) measurement is in ``bench.paced``.
+The open-loop (paced) measurement is in ``bench.paced``; ``interleaved`` alternates one
+caller's calls between two servers, for a difference between two paths.
 """
 
 from __future__ import annotations
@@ -196,6 +197,37 @@ async def head_of_line(address: str, slow_calls: int = 1000, slow_seconds: float
         "slow_wall_s": slow_wall,
         "errors": idle_errors + during_errors,
     }
+
+
+async def interleaved(targets: list[tuple[str, Scenario]], seconds: float, warmup: float) -> list[dict[str, float]]:
+    """One caller sending one call to each target in turn, the order reversed every turn, for
+    ``seconds`` after ``warmup``; per target its p50, p99, calls timed and errors.
+
+    Two closed-loop runs of the same length are seconds apart, and on a shared machine what
+    else runs changes in between; here each target's calls sit milliseconds from the other's,
+    so a difference between them is the paths', not the minutes'. Each target on its own
+    connection."""
+    async with contextlib.AsyncExitStack() as stack:
+        channels = [await stack.enter_async_context(grpc.aio.insecure_channel(address)) for address, _ in targets]
+        stubs_ = [pb_grpc.ToolGatewayStub(c) for c in channels]
+        loop = time.perf_counter
+        start = loop()
+        t_warm, t_end = start + warmup, start + warmup + seconds
+        latencies: list[list[float]] = [[] for _ in targets]
+        errors = [0] * len(targets)
+        order = list(range(len(targets)))
+        while loop() < t_end:
+            for i in order:
+                scenario = targets[i][1]
+                t0 = loop()
+                ok = await send(stubs_[i], request(scenario), scenario)
+                t1 = loop()
+                errors[i] += not ok
+                if t0 >= t_warm:
+                    latencies[i].append(t1 - t0)
+            order.reverse()
+    return [{"p50_ms": percentile(lat, 50) * 1000, "p99_ms": percentile(lat, 99) * 1000, "calls": len(lat),
+             "errors": err} for lat, err in zip(latencies, errors)]
 
 
 def median_of(runs: list[RunResult]) -> dict[str, float]:

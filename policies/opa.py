@@ -117,7 +117,6 @@ class OPAEngine:
             raise ValueError("timeout_ms must be positive")
         refuse_url_extras(url)  # https too: the URL is shown in ``version`` and in errors
         self._url = url.rstrip("/")
-        self._query = query
         self._target = self._data_target(query)  # the decision's, made once
         self._timeout_ms, self._timeout_s = timeout_ms, timeout_ms / 1000
         https = urlsplit(self._url).scheme == "https"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
+import os
 import platform
 import shutil
 import sys
@@ -26,20 +28,88 @@ def progress(message: str) -> None:
     print(f"[{time.monotonic() - _T0:6.1f}s] {message}", file=sys.stderr, flush=True)
 
 
-def _parse() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench", description="toolgate benchmark (issue F)")
-    parser.add_argument("--quick", action="store_true", help="short runs, 20k-call memory probe (~2 minutes)")
-    parser.add_argument("--rounds", type=int, default=0, help="rounds per scenario (default 3 quick, 5 full)")
-    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "latest.json"), help="JSON results file")
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive whole number (1 or more)")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:  # NaN too: it compares false
+        raise argparse.ArgumentTypeError(f"{text} is not a fraction above 0 and at most 1 (0.5 is half)")
+    return value
+
+
+_DESCRIPTION = """\
+toolgate's benchmark harness (issue F). Starts its own servers (a bare gRPC echo, the gateway
+on the embedded engine and, when an OPA binary is found, on an OPA server), measures every
+scenario against echo in the same round, prints progress to stderr and a Markdown table to
+stdout, and writes the results as JSON. See bench/README.md for what each figure means."""
+
+_EPILOG = """\
+exit status: 0 when every budget passes, 1 when one fails, 2 for options that cannot run
+(checked before any server starts, the output file's folder included)."""
+
+
+def _parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=_DESCRIPTION, epilog=_EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="3 rounds of 1 s and a 20k-call memory probe (about 3 minutes; a full run about 12)")
+    parser.add_argument("--rounds", type=_positive_int, default=None,
+                        help="rounds per scenario (default 3 with --quick, else 5)")
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "latest.json"),
+                        help="JSON results file, replaced whole once the run ends (default: bench/results/latest.json)")
     parser.add_argument("--profile", action="store_true",
                         help="only profile the allow path at concurrency 32 (pyinstrument) into bench/results/")
-    parser.add_argument("--workers", type=int, default=0,
+    parser.add_argument("--workers", type=_positive_int, default=None,
                         help="server processes for echo and the gateway alike (default: 2 on 2+ CPUs, else 1)")
-    parser.add_argument("--channels", type=int, default=0,
+    parser.add_argument("--channels", type=_positive_int, default=None,
                         help="client connections per load run (default: 1 for one worker, 8 per worker otherwise)")
-    parser.add_argument("--open-loop-fraction", type=float, default=0.5,
-                        help="open-loop send rate as a fraction of allow's closed-loop throughput at 32 callers")
-    return parser.parse_args()
+    parser.add_argument("--open-loop-fraction", type=_fraction, default=0.5,
+                        help="open-loop send rate as a fraction of allow's closed-loop throughput at 32 callers "
+                             "(above 0, at most 1; default %(default)s)")
+    args = parser.parse_args(argv)
+    if not args.profile:
+        try:
+            _check_writable(Path(args.out))
+        except OSError as exc:
+            parser.error(f"--out {args.out}: the results could not be written there ({exc.strerror or exc})")
+    return args
+
+
+def _check_writable(out: Path) -> None:
+    """Raise ``OSError`` unless a results file can be written at ``out`` (made folders stay):
+    found before a run of minutes, not after it."""
+    if out.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "it is a folder", str(out))
+    existing = next(folder for folder in out.absolute().parents if folder.exists())
+    if not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"{existing} is a file, not a folder", str(out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".check"):
+        pass
+
+
+def _write_results(out: Path, text: str) -> None:
+    """``text`` into ``out`` whole or not at all: a run that fails while writing leaves the old file."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # its mode as the umask says, like the file it replaces
+    try:
+        with open(tmp, "x") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 class Servers:
@@ -208,16 +278,15 @@ async def _profile(seconds: float = 15.0) -> None:
     progress(f"profile written to {out.relative_to(REPO)}")
 
 
-def main() -> None:
-    args = _parse()
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
     if args.profile:
         asyncio.run(_profile())
         return
     results = asyncio.run(_run(args))
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1, sort_keys=True))
-    print(report.table(results))
+    print(report.table(results))  # first: the table is there even if the file cannot be written now
+    _write_results(out, json.dumps(results, indent=1, sort_keys=True))
     progress(f"results written to {out}")
     if any(b["verdict"] == "FAIL" for b in results["budgets"]):
         sys.exit(1)

@@ -104,7 +104,7 @@ def _write_results(out: Path, text: str) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # its mode as the umask says, like the file it replaces
     try:
-        with open(tmp, "x") as f:
+        with open(tmp, "w") as f:  # a leftover of a crashed run with this pid is overwritten
             f.write(text)
         os.replace(tmp, out)
     except BaseException:

@@ -414,11 +414,9 @@ async def test_a_stdio_servers_exit_is_awaited_not_polled(tmp_path, make_tool, m
     exited (not when the grace runs out), and waiting for that sets no timer every few ms."""
     from gateway.executors.mcp_transport import EXIT_GRACE_SECONDS
 
-    env = {"MCP_EXTRA_TOOL_FILE": str(tmp_path / "rug"), "MCP_LINGER_SECONDS": "1"}
+    times = tmp_path / "exit-times"
+    env = {"MCP_EXTRA_TOOL_FILE": str(tmp_path / "rug"), "MCP_LINGER_SECONDS": "1", "MCP_EXIT_TIMES_FILE": str(times)}
     request = make_request(_tool(make_tool, "add"), {"a": 1, "b": 1})
-    started = time.monotonic()
-    assert (await _executor(tmp_path).execute(request)).ok
-    prompt = time.monotonic() - started  # the same call, its server exiting at once
     loop, timers = asyncio.get_running_loop(), []
     call_at = loop.call_at
 
@@ -427,11 +425,14 @@ async def test_a_stdio_servers_exit_is_awaited_not_polled(tmp_path, make_tool, m
         return call_at(when, callback, *args, **kwargs)
 
     monkeypatch.setattr(loop, "call_at", counted)
-    started = time.monotonic()
     result = await _executor(tmp_path, env=env).execute(request)
-    lingering = time.monotonic() - started
+    returned = time.monotonic()
     assert result.ok, result
-    assert 0.5 < lingering - prompt < 1 + EXIT_GRACE_SECONDS / 2, (prompt, lingering)  # its second, not the grace
+    assert times.exists(), "the server was killed before it exited by itself"
+    closed, exited = map(float, times.read_text().split())  # the server's own clock readings (one clock)
+    assert exited - closed >= 1.0  # it lingered its second after its stdin closed
+    # the call ended after the server exited, and soon after: not a grace (2 s) after the stdin closed
+    assert exited < returned < exited + (EXIT_GRACE_SECONDS - 1) / 2, (closed, exited, returned)
     assert len(timers) < 30, len(timers)
 
 

@@ -12,7 +12,9 @@ ending with the file's text (a tool added after the first listing, then changed)
 If the file named by MCP_EXTRA_TOOLS_FILE exists and holds ``PREFIX COUNT``, COUNT more tools
 are offered, named ``PREFIX0`` … (a server listing many tools, or other names each time).
 If MCP_LINGER_SECONDS is set, the stdio server stays that long after its stdin closed before
-it exits (a server slow to shut down).
+it exits (a server slow to shut down). If MCP_EXIT_TIMES_FILE is set, it writes there, last thing
+before exiting, the ``time.monotonic()`` (one clock for every process) when its stdin closed and
+when it exits.
 """
 
 import base64
@@ -126,4 +128,8 @@ if __name__ == "__main__":
         serve_http(sys.argv[2])
     else:
         server.run("stdio")
+        closed = time.monotonic()
         time.sleep(float(os.environ.get("MCP_LINGER_SECONDS", "0")))
+        if times_file := os.environ.get("MCP_EXIT_TIMES_FILE"):
+            with open(times_file, "w") as f:
+                f.write(f"{closed} {time.monotonic()}")

@@ -65,10 +65,13 @@ class ApprovalGate:
         return await self.service.create_request(ctx)
 
     async def executed(self, ctx: CallContext, result: Any) -> None:
-        approval = ctx.approval
-        new = await self.service.store.transition_approval(
+        approval, store = ctx.approval, self.service.store
+        new = await store.transition_approval(
             approval.approval_id, from_status=S.APPROVED, to_status=S.EXECUTED, now=self.service.clock())
-        rec = new or await self.service.store.get_approval(approval.approval_id)
+        if new is None:  # expired under this call by a reader that looked before the grant was claimed
+            new = await store.transition_approval(
+                approval.approval_id, from_status=S.EXPIRED, to_status=S.EXECUTED, now=self.service.clock())
+        rec = new or await store.get_approval(approval.approval_id)
         if rec is not None:
             self.service.record_event("executed", rec, Code(str(result.code)), grant_jti=approval.grant_id,
                                       executed_by=ctx.identity.agent, execution_decision_id=ctx.decision_id)
@@ -110,6 +113,8 @@ class ApprovalGate:
             raise _Fail("approval rejected", Code.APPROVAL_REJECTED,
                         (f"approval {rec.approval_id} was rejected: {_text(rec.rejection_reason)}",))
         if rec.status is S.EXPIRED:
+            if await self.service.grant_claimed(rec):  # expired under the call that used it: never "ask again"
+                raise _Fail("approval expired while its grant was in use")
             raise _Fail("approval expired", Code.APPROVAL_EXPIRED, (f"approval {rec.approval_id} has expired",))
         if problem := grant_problem(rec):  # a damaged store: what the grant is checked against cannot be read
             raise _Fail(f"the stored approval is malformed ({problem}): no grant can be checked against it")

@@ -173,8 +173,14 @@ class ApprovalService:
         return None
 
     async def expire_if_due(self, rec: ApprovalRecord) -> ApprovalRecord:
-        """Move a pending or approved (unused) request past its expiry to ``expired``."""
+        """Move a pending or approved (unused) request past its expiry to ``expired``. An approved
+        one whose grant a call has claimed is used, not unused: it reads approved until that call
+        writes ``executed``. Expired under the running call, a retry was told ``approval_expired``
+        (ask again: a second approval would run the side effect twice) and the call, once done,
+        could no longer be recorded as executed."""
         if rec.status not in (S.PENDING, S.APPROVED) or not past_expiry(rec, self.clock()):
+            return rec
+        if rec.status is S.APPROVED and await self.grant_claimed(rec):
             return rec
         if not writable(rec):  # a damaged store: shown expired, as it is, though it cannot be stored so
             return dataclasses.replace(rec, status=S.EXPIRED)
@@ -184,6 +190,11 @@ class ApprovalService:
             return await self.store.get_approval(rec.approval_id) or rec
         self._event("expired", new, Code.APPROVAL_EXPIRED)
         return new
+
+    async def grant_claimed(self, rec: ApprovalRecord) -> bool:
+        """Whether a call has claimed ``rec``'s grant (``gateway.claims``): it ran, or runs."""
+        jti = rec.grant_jti
+        return isinstance(jti, str) and bool(jti) and await self.store.get_claim("grant", jti) is not None
 
     # -- reading ----------------------------------------------------------------------------
 

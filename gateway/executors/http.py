@@ -15,6 +15,10 @@
 - Redirects are never followed to another host or scheme (``egress_denied``); same-origin
   redirects are followed up to ``options.max_redirects`` (default 3), each re-checked.
 - TLS verification is always on; proxies from the environment are ignored (``trust_env=False``).
+- No cookie is kept: the client is shared by every call, tool and tenant, so a session cookie one
+  tenant's credentials earned would otherwise go out with the next tenant's calls.
+- The tool timeout bounds the whole request, redirects and body included (httpx's own timeouts
+  bound each connect and each read, which an upstream sending a byte at a time never trips).
 - The body is streamed and capped (``options.max_response_bytes``, default 1 MiB): beyond it
   (and a margin, so that the cut never splits one of the call's secrets:
   ``gateway.executors.capture``) reading stops and the result is marked truncated. A JSON body
@@ -26,8 +30,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import string
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, Mapping
 from urllib.parse import quote
 
@@ -169,10 +175,11 @@ class HttpExecutor:
                 Code.TOOL_ERROR.value, f"header {unsendable[0]!r} holds characters an HTTP header cannot carry "
                 "(ASCII only); check the credential or options.headers that sets it")
         try:
-            return await call.run(url, body)
+            async with asyncio.timeout(request.timeout):
+                return await call.run(url, body)
         except (EgressDenied, NonPublicAddress) as exc:
             return ExecResult.failure(Code.EGRESS_DENIED.value, str(exc))
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, TimeoutError):
             return ExecResult.failure("timeout", f"no response within {request.timeout:g}s", retryable=True)
         except httpx.HTTPError as exc:
             return ExecResult.failure(Code.TOOL_ERROR.value, f"{type(exc).__name__}: {exc}", retryable=True)
@@ -184,7 +191,9 @@ def _client(backend: CheckedBackend) -> httpx.AsyncClient:
     # pool's own attribute is set instead, and tests/executors/test_http_egress.py fails if
     # a name resolving to loopback ever gets through.
     transport._pool._network_backend = backend  # type: ignore[attr-defined]
-    return httpx.AsyncClient(follow_redirects=False, verify=True, trust_env=False, transport=transport)
+    no_cookies = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))  # neither stored nor sent
+    return httpx.AsyncClient(follow_redirects=False, verify=True, trust_env=False, transport=transport,
+                             cookies=no_cookies)
 
 
 class _Call:

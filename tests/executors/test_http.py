@@ -307,3 +307,62 @@ async def test_a_credential_header_that_is_not_ascii_is_named_not_sent(executor,
     assert not result.ok and result.error.type == "tool_error" and not result.error.retryable, result
     assert "header 'X-Api-Key' holds characters an HTTP header cannot carry" in result.error.message
     assert secret not in result.error.message and server.connections == 0
+
+
+async def test_a_cookie_one_call_was_set_is_never_sent_on_another(executor, http_server, make_tool, make_request):
+    """The client is shared by every call, tool and tenant: a session cookie tenant A's key earned
+    must not go out with tenant B's call, nor with a call that has no credentials."""
+    def login(seen):
+        cookie = {"set-cookie": "session=A-SESSION; Path=/"} if seen.headers.get("authorization") == "Bearer a-key" else {}
+        return 200, {"content-type": "application/json", **cookie}, b"{}"
+
+    server = http_server({"/me": login})
+    tool = _tool(make_tool, server.base + "/me", [f"127.0.0.1:{server.port}"])
+    for tenant, key in (("tenant-a", "a-key"), ("tenant-b", "b-key"), ("tenant-c", None)):
+        creds = ResolvedCredentials(headers={"Authorization": f"Bearer {key}"}, secret_values=frozenset({key})) if key else None
+        assert (await executor.execute(make_request(tool, credentials=creds, tenant=tenant))).ok
+    assert [s.headers.get("cookie") for s in server.seen] == [None, None, None]
+
+
+@pytest.fixture
+def dripping_server():
+    """An HTTP server on 127.0.0.1 (port 0) that answers with its headers at once, then one byte of
+    body every 0.2 s for 10 s: each read is quick, the whole response is not."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 50\r\n\r\n")
+            for _ in range(50):
+                if stop.wait(0.2):
+                    return
+                try:
+                    conn.sendall(b"x")
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    listener.close()
+    thread.join(5)
+
+
+async def test_the_tool_timeout_bounds_the_whole_response_not_each_read(executor, dripping_server, make_tool,
+                                                                        make_request):
+    import time
+
+    port = dripping_server
+    tool = _tool(make_tool, f"http://127.0.0.1:{port}/slow", [f"127.0.0.1:{port}"])
+    started = time.monotonic()
+    result = await executor.execute(make_request(tool, timeout=1))
+    took = time.monotonic() - started
+    assert not result.ok and result.error.type == "timeout", result
+    assert took < 3, f"the executor ran {took:.1f}s on a 1 s timeout"

@@ -9,6 +9,7 @@ files (its audit log, its store) to the tool.
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 from pathlib import Path
@@ -18,6 +19,9 @@ from gateway.executors.base import ExecRequest
 from gateway.executors.python import ToolFailure
 
 MAX_READ = 256 * 1024
+"""Bytes of a file ``read_file`` returns at the most (``bytes`` says how large it is)."""
+MAX_ENTRIES = 1000
+"""Names ``list_dir`` returns at the most, the first in sorted order."""
 
 POLICY_DOCS = {
     "refunds": "Refunds up to 100 are automatic; up to 1000 need one finance approval; up to 10000 need "
@@ -50,16 +54,19 @@ def read_file(args: dict[str, Any], ctx: ExecRequest) -> dict[str, Any]:
     path = _inside(ctx, args["path"])
     if not path.is_file():
         raise ToolFailure("not_found", f"no file {args['path']!r}")
-    data = path.read_bytes()[:MAX_READ]
-    return {"path": args["path"], "content": data.decode("utf-8", errors="replace"), "bytes": path.stat().st_size}
+    with open(path, "rb") as f:  # the first MAX_READ bytes only: a large file is never read whole
+        data = f.read(MAX_READ)
+        size = os.fstat(f.fileno()).st_size
+    return {"path": args["path"], "content": data.decode("utf-8", errors="replace"), "bytes": size}
 
 
 def list_dir(args: dict[str, Any], ctx: ExecRequest) -> dict[str, Any]:
     path = _inside(ctx, args.get("path", "."))
     if not path.is_dir():
         raise ToolFailure("not_found", f"no folder {args.get('path', '.')!r}")
-    entries = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
-    return {"path": args.get("path", "."), "entries": entries[:1000]}
+    with os.scandir(path) as found:  # the first MAX_ENTRIES by name, never every name of a large folder held
+        entries = heapq.nsmallest(MAX_ENTRIES, (e.name + ("/" if e.is_dir() else "") for e in found))
+    return {"path": args.get("path", "."), "entries": entries}
 
 
 def write_file(args: dict[str, Any], ctx: ExecRequest) -> dict[str, Any]:

@@ -249,7 +249,9 @@ def _loop_risk(loop: Repeat, budget: list[int]) -> Risk | None:
         return Risk("exponential", f"{loop_q} repeats {_q(m.early.rep.text)} and {_q(m.late.text)}, which can match"
                     f" the same characters one after the other {fix} neither can match, or use one repetition")
     for e in after_one:
-        own = e.rep is loop.body and loop.body.hi == 1  # (a?)*: an empty iteration ends the loop
+        # (a?)*: an empty iteration ends the loop. Not so when more than one iteration must run,
+        # (a?){n}: each may be empty or not, 2^n ways to divide the same text
+        own = e.rep is loop.body and loop.body.hi == 1 and loop.lo <= 1
         if not own and _meets(e, loop.body):
             return Risk("exponential", f"{loop_q} repeats {_q(e.rep.text)}, and the next iteration can start with a"
                         f" character it matches, so iterations can divide the same text in many ways {fix}"

@@ -43,6 +43,9 @@ FLAGGED = [
     ("(\\w|\\d)+", "exponential"),
     ("(a|ba+)*", "exponential"),
     ("(?:b(?:b|b)?){2}$", "exponential"),  # regress is quadratic on this fixed count
+    ("^(?:[0-9]?){24}$", "exponential"),  # every iteration must run, each empty or not: 2^24 ways
+    ("^(a?){20}$", "exponential"),
+    ("^(a?){2,}b", "exponential"),
     ("(?:(?:1|)?){2}$", "engine_bug"),  # regress loops until memory runs out
     ("(?:x(?:1|\\b)?)*$", "engine_bug"),
     ("\\d+\\d+", "polynomial"),

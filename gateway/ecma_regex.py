@@ -193,7 +193,14 @@ class _FailClosedFormats(FormatChecker):
     def check(self, instance: object, format: str) -> None:
         if format not in self.checkers:
             raise FormatError(f"format {format!r} is not checked by the gateway, so no value passes it")
-        super().check(instance, format)
+        try:
+            super().check(instance, format)
+        except FormatError:
+            raise
+        except Exception as exc:  # a checker failing on a value it was not written for (int("²"), an
+            # overflowing duration): that value is not of the format, and the call is refused as such,
+            # not answered internal_error as if the gateway had failed
+            raise FormatError(f"{instance!r:.80} is not a {format!r}") from exc
 
 
 def _string_format(check: Callable[[str], bool]) -> Callable[[object], bool]:

@@ -77,3 +77,15 @@ def test_a_format_reached_only_through_a_ref_is_refused_at_load():
     schema = {"type": "object", "properties": {"x": {"$ref": "#/x-lib/phone"}}, "x-lib": {"phone": {"format": "phone"}}}
     with pytest.raises(ValueError, match="at \\$ref '#/x-lib/phone': format 'phone' has no checker"):
         SchemaValidator.compile(schema)  # the references are followed when the schema loads
+
+
+@pytest.mark.parametrize("fmt, value", [
+    ("relative-json-pointer", "\u00b21"),  # str.isdigit() holds for a superscript two; int() refuses it
+    ("duration", "P1e9999999D"),  # the checker's Decimal arithmetic overflows
+])
+def test_a_value_a_checker_fails_on_is_refused_as_not_of_the_format(fmt, value):
+    """A checker that raises on a value it was not written for refuses that value, as a field
+    error: the call is invalid_arguments, not an internal_error of the gateway."""
+    v = SchemaValidator.compile({"type": "object", "properties": {"x": {"type": "string", "format": fmt}}})
+    [error] = v.errors({"x": value})
+    assert error.path == "/x" and fmt in error.message

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import rfc8785
 
+from gateway import schema_budget
 from gateway.ecma_regex import FORMATS, Validator, schema_problems, without_dialect
 from gateway.json_encode import encoder
 from gateway.json_keys import DuplicateKey, unique_pairs
@@ -221,6 +222,8 @@ class SchemaValidator:
 
     validator: Any  # an ecma_regex.Validator
     valid: Callable[[Any], bool] | None = None
+    keywords: int = 0
+    """The schema's size for the validation budget (``gateway.schema_budget``)."""
 
     @classmethod
     def compile(cls, schema: dict[str, Any]) -> "SchemaValidator":
@@ -229,15 +232,26 @@ class SchemaValidator:
         if problems:
             raise ValueError("; ".join(problems))
         return cls(Validator(without_dialect(schema), format_checker=FORMATS, registry=LOCAL_ONLY),
-                   compile_check(schema))
+                   compile_check(schema), schema_budget.count_keywords(schema))
 
     def errors(self, args: dict[str, Any]) -> list[FieldError]:
         if self.valid is not None and self.valid(args):
             return []
-        found = [
-            FieldError(_pointer(err.absolute_path), _shortened(err.message)) for err in self.validator.iter_errors(args)
-        ]
+        steps = schema_budget.budget(self.keywords, args)
+        try:
+            with schema_budget.bounded(steps):
+                found = [FieldError(_pointer(err.absolute_path), _shortened(err.message))
+                         for err in self.validator.iter_errors(args)]
+        except schema_budget.TooCostly:
+            return [FieldError("", TOO_COSTLY.format(steps=steps))]
         return sorted(found, key=lambda e: (e.path, e.message))
+
+
+TOO_COSTLY = (
+    "checking these arguments against the tool's schema took more than {steps:,} steps, the most allowed for "
+    "arguments of this size: the schema checks nested values again in each branch (anyOf, oneOf, if, "
+    "unevaluatedProperties) at every level of a recursive $ref; send less deeply nested arguments, or ask "
+    "the tool's owner to simplify its schema")
 
 
 MAX_FIELD_MESSAGE = 300

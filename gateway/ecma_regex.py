@@ -17,7 +17,8 @@ text); one that does not compile raises ``PatternError``.
 ``Validator`` is Draft 2020-12 with the keywords that evaluate patterns replaced —
 ``pattern``, ``patternProperties``, and ``additionalProperties``/``unevaluatedProperties``,
 which decide which properties ``patternProperties`` covered (and ``uniqueItems`` and
-``unevaluatedItems``, linear in the array: ``gateway.linear_keywords``). ``FORMATS`` is 2020-12's format
+``unevaluatedItems``, linear in the array: ``gateway.linear_keywords``), every keyword counted
+against a bounded validation's budget (``gateway.schema_budget``). ``FORMATS`` is 2020-12's format
 checker with ``regex`` checked as ECMA-262 (and ``iri``, ``iri-reference``, ``uri-template`` by
 ``gateway.uri_formats``, in linear time), failing closed: a format it has no checker for
 is an error, never a silent pass. ``schema_problems`` is what a tool schema must pass before
@@ -38,7 +39,7 @@ from jsonschema import Draft202012Validator, FormatChecker, ValidationError, val
 from jsonschema.exceptions import FormatError
 from referencing.jsonschema import DRAFT202012
 
-from gateway import linear_keywords, uri_formats
+from gateway import linear_keywords, schema_budget, uri_formats
 from gateway.pattern_risk import assess
 from gateway.schema_refs import LOCAL_ONLY, reference_problems
 
@@ -229,6 +230,10 @@ Validator = validators.extend(
         "uniqueItems": linear_keywords.unique_items,  # jsonschema's are quadratic in the array
         "unevaluatedItems": linear_keywords.unevaluated_items,
     },
+    format_checker=FORMATS,
+)
+Validator = validators.extend(  # every keyword counted against the budget of a bounded validation
+    Validator, {name: schema_budget.counted(keyword) for name, keyword in Validator.VALIDATORS.items()},
     format_checker=FORMATS,
 )
 

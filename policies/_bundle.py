@@ -23,6 +23,7 @@ from typing import Any
 import regorus
 import yaml
 
+from policies._conflicts import conflicts
 from policies._errors import PolicyLoadError
 from policies._owned import OwnedEngine, free_strays
 
@@ -83,8 +84,9 @@ def compile_bundle(bundle: Bundle) -> OwnedEngine:
     """A regorus engine with the bundle's policies and data loaded and checked, held for this
     thread (``policies._owned``: no frame here keeps the bare engine).
 
-    Raises ``PolicyLoadError`` (file:line: message) on a parse error, and naming the
-    builtin when the policy calls one regorus does not implement.
+    Raises ``PolicyLoadError`` (file:line: message) on a parse error, on definitions OPA would
+    refuse to compile together (``policies._conflicts``), and naming the builtin when the policy
+    calls one regorus does not implement.
     """
     free_strays()
     owned = OwnedEngine()
@@ -98,13 +100,18 @@ def compile_bundle(bundle: Bundle) -> OwnedEngine:
             owned.engine.add_data_json(json.dumps(bundle.data))
         except Exception as exc:
             raise PolicyLoadError(f"{bundle.root}: data rejected: {describe_engine_error(exc)}") from exc
-    check_builtins(owned)
+    modules = json.loads(owned.engine.get_ast_as_json())
+    for problem in conflicts(modules, bundle.data):  # what OPA refuses to compile is refused here too
+        raise PolicyLoadError(problem)
+    check_builtins(owned, modules)
     return owned
 
 
-def check_builtins(owned: OwnedEngine) -> None:
-    """Raise ``PolicyLoadError`` if any call site names a function regorus does not have."""
-    modules = json.loads(owned.engine.get_ast_as_json())
+def check_builtins(owned: OwnedEngine, modules: list[dict[str, Any]] | None = None) -> None:
+    """Raise ``PolicyLoadError`` if any call site names a function regorus does not have
+    (``modules``: the engine's AST, when already read)."""
+    if modules is None:
+        modules = json.loads(owned.engine.get_ast_as_json())
     functions: dict[str, set[str]] = {}  # package -> its functions, as called from inside it
     for module in modules:
         functions.setdefault(_package(module), set()).update(_function_names(module["ast"]))

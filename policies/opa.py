@@ -83,6 +83,8 @@ _DECISION_ID = re.compile(r"[\x21-\x7e]{1,128}")
 (OPA writes a UUID); anything else is dropped, the decision itself standing."""
 
 _PATH = re.compile(r"^data(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")  # \Z: "$" would let a final "\n" into the URL
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+"""What may be a surrogate in an answer: an escape of one, or one written in UTF-8's form (CESU-8)."""
 
 
 class _Sender(Protocol):
@@ -196,6 +198,9 @@ class OPAEngine:
             raise PolicyError(POLICY_UNAVAILABLE, f"OPA answered with a body that is not strict JSON: {exc}") from exc
         if not isinstance(body, dict):
             raise PolicyError(POLICY_UNAVAILABLE, "OPA answered with a body that is not an object")
+        if _SURROGATE.search(content) and _lone_surrogate(body):  # text with no UTF-8 form: no record could hold it
+            raise PolicyError(POLICY_UNAVAILABLE, "OPA answered with a body that is not strict JSON: "
+                                                  "a string holds a lone surrogate")
         return body
 
     @staticmethod
@@ -271,3 +276,21 @@ def _tls_context(ca_file: str | os.PathLike[str] | None = None) -> ssl.SSLContex
 def _decision_id(value: Any) -> str | None:
     """OPA's ``decision_id`` when it is one an audit record may hold (``_DECISION_ID``), else None."""
     return value if isinstance(value, str) and _DECISION_ID.fullmatch(value) else None
+
+
+def _lone_surrogate(value: Any) -> bool:
+    """Whether a string in ``value`` (a key or a value, at any depth) has no UTF-8 form."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False

@@ -169,6 +169,10 @@ MALFORMED = {
     "nan_in_constraints": raw(response(b'{"result":{"decision":"allow","constraints":{"max_bytes":NaN}}}')),
     "infinity_in_constraints": raw(response(b'{"result":{"decision":"allow","constraints":{"n":-Infinity}}}')),
     "number_past_a_double": raw(response(b'{"result":{"decision":"allow","constraints":{"n":1e400}}}')),
+    # text with no UTF-8 form: the decision's audit record could not be written (was a gRPC INTERNAL)
+    "lone_surrogate_escaped": raw(response(b'{"result":{"decision":"allow","reasons":["bad \\ud800 reason"]}}')),
+    "lone_surrogate_in_a_key": raw(response(b'{"result":{"decision":"allow","constraints":{"\\uDC00":1}}}')),
+    "surrogate_in_utf8_bytes": raw(response(b'{"result":{"decision":"allow","reasons":["\xed\xa0\x80"]}}')),
 }
 
 
@@ -394,3 +398,9 @@ async def test_https_uses_httpx_and_an_unreachable_one_is_unavailable():
         assert (await denial(opa)).code == "policy_unavailable"
     finally:
         await opa.close()
+
+
+async def test_a_character_written_as_an_escaped_surrogate_pair_is_read(fake, engine):
+    fake.replies = [raw(response(b'{"result":{"decision":"allow","reasons":["ok \\ud83d\\ude00"]}}'))]
+    decision = await engine.evaluate({"n": 0})
+    assert (decision.decision, decision.reasons) == ("allow", ["ok \U0001F600"])

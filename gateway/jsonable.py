@@ -9,6 +9,7 @@ first free ``#n`` suffix (``scrub.distinct_keys``), so no value is lost. Text th
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any
 
@@ -76,7 +77,9 @@ def jsonable(data: Any, keep: Keep | None = None) -> Any:
 
     Data that is plain already (the usual case) is used as it is: the scrubber copies it anyway.
     Otherwise a copy: bytes (values and keys) as the text they hold (``bytes_to_text``), text with
-    lone surrogates as ``utf8_text`` writes it, tuples and
+    lone surrogates as ``utf8_text`` writes it, a NaN or an infinity (which JSON has no number for: a
+    Python tool's float, or ``NaN`` in an upstream's JSON) as the text ``NaN``, ``Infinity`` or
+    ``-Infinity``, tuples and
     sets as lists, other keys and objects as their ``str``; a key whose text another key of its
     mapping has too is suffixed (``_mapping``), so no value is lost. Never a ``repr`` of the whole:
     in it a byte string is written as escapes that no form of a secret matches. Data nested deeper
@@ -106,6 +109,8 @@ class _TooDeep(Exception):
 def _copy(value: Any, depth: int, keep: Keep) -> Any:
     if type(value) is str:
         return keep.text(value)
+    if type(value) is float and not math.isfinite(value):  # JSON has no NaN or infinity: their names
+        return keep.text(json.dumps(value))
     if type(value) in _SCALARS:
         keep.left -= _scalar_size(value)
         return value if type(value) is not int or value.bit_length() <= _LONG_INT_BITS else _long_int(value)
@@ -204,6 +209,8 @@ def _plain(value: Any, depth: int, room: int) -> int:
         return len(value) if len(value) <= room and (value.isascii() or encodes_utf8(value)) else -1
     if kind in _SCALARS:
         size = _scalar_size(value)
+        if kind is float and not math.isfinite(value):
+            return -1
         return size if size <= room and (kind is not int or value.bit_length() <= _LONG_INT_BITS) else -1
     if depth > MAX_DEPTH:
         return -1

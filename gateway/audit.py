@@ -7,7 +7,7 @@ beside the log (``<log>.head``) holds the last seq and hash, so removing whole r
 the end is detected too. ``verify_file`` (gateway.audit_verify) reports the first broken record.
 
 Records never hold secrets; arguments appear only when the policy asked for ``audit: full``.
-One writer per file: give each replica its own path.
+One writer per file: give each replica its own path. The file itself: ``gateway.audit_file``.
 
 Rotation (``rotate_bytes``): once the log reaches that size, at the end of a call, the file
 is renamed ``<log>.<seq of its last record, 12 digits>`` and a fresh ``<log>`` begins with an
@@ -35,33 +35,24 @@ logs still go through structlog; this file is a hash chain with its own writer.
 from __future__ import annotations
 
 import hashlib
-import itertools
-import json
-import os
 import time
-from json import encoder as _json_encoder
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import structlog
 
+from gateway.audit_file import GENESIS, ChainedFile, read_head  # noqa: F401 (GENESIS, read_head: for readers of the format)
 from gateway.json_encode import encoder
-from gateway.json_keys import NotStrictJson, strict_loads
-from gateway.regular_files import open_regular
 
 if TYPE_CHECKING:
     from gateway.audit_sign import CheckpointSigner
 
 log = structlog.get_logger("toolgate.audit")
 
-GENESIS = "sha256:" + "0" * 64
 ROTATED = "audit_rotated"
 RESTARTED = "audit_restarted"
 CHECKPOINT = "audit_checkpoint"
 """A record signing the chain before it (``gateway.audit_sign``)."""
-_BLOCK = 1 << 20  # bytes read at a time when reading the log backwards
-_HEAD_WIDTH = 128  # bytes of the head file: its JSON padded with spaces (seq up to 20 digits fits)
-_HEAD_MAX = 4096  # bytes read of a head file at the most: a larger one is no head
 
 
 _canonical = encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
@@ -96,95 +87,13 @@ def record_hash(record: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical(body)).hexdigest()
 
 
-class _ChainedFile:
-    """Appends lines to the log and keeps the head anchor beside it."""
-
-    def __init__(self, path: Path, fsync: bool) -> None:
-        self.path = path
-        self.fsync = fsync
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.torn = _set_aside_torn_tail(path, fsync)
-        """When the log ended in a partial line: where that line was moved, for a record."""
-        self.set_aside = _set_aside_if_cut(path)
-        """When the log ended before its head, or its head was not one: what was moved aside, for
-        the first record."""
-        self.seq, self.last_hash = _tail_state(path)
-        self._file = open(path, "ab", buffering=1024 * 1024)
-        self._head = path.with_name(path.name + ".head")
-        # Kept open and overwritten in place with one fixed-width pwrite (JSON padded with
-        # spaces): a tmp file + rename per call cost ~0.3 ms, half the allow path's CPU.
-        try:
-            self._head_fd, head = open_regular(self._head, os.O_WRONLY | os.O_CREAT, 0o644)  # a FIFO: refused
-        except OSError:
-            self._file.close()
-            raise
-        self._dirty = False
-        if head.st_size == 0:  # a new head: where the chain stands, before any record
-            self._write_head()  # (verify wants a head beside a non-empty log, even one a crash cut short)
-
-    def size(self) -> int:
-        return self._file.tell()
-
-    @property
-    def closed(self) -> bool:
-        return self._file.closed
-
-    def rotate(self) -> str:
-        """Rename the log to ``<log>.<seq>`` and open a fresh one; the name it now has."""
-        self.flush()
-        self._file.close()
-        target = self.path.with_name(f"{self.path.name}.{self.seq:012d}")
-        try:
-            if target.exists():
-                raise FileExistsError(f"{target} exists")
-            os.rename(self.path, target)
-            if self.fsync:
-                _fsync_dir(self.path.parent)
-        finally:  # renamed or not, records go on into a file at the log's path; if it cannot be
-            # opened, self._file stays closed and every later record raises: no tool runs unaudited
-            self._file = open(self.path, "ab", buffering=1024 * 1024)
-        return target.name
-
-    def msg(self, line: bytes) -> None:
-        self._file.write(line + b"\n")
-        self._dirty = True
-
-    def flush(self, anchor: bool = True) -> None:
-        if not self._dirty:
-            return
-        self._file.flush()
-        if self.fsync:
-            os.fsync(self._file.fileno())
-        if not anchor:  # the head may lag the log (never lead it): verify accepts that
-            return
-        self._write_head()
-        self._dirty = False
-
-    def _write_head(self) -> None:
-        # what json.dumps({"seq": …, "hash": …}) writes, without building an encoder per call
-        head = b'{"seq": %d, "hash": %s}' % (self.seq, _json_encoder.encode_basestring_ascii(self.last_hash).encode())
-        head = head.ljust(_HEAD_WIDTH)
-        os.pwrite(self._head_fd, head, 0)  # never shorter than before: the file never needs truncating
-
-    def close(self) -> None:
-        """Flush and close; a second close does nothing (closing the head's fd number twice
-        could close another file that has reused it)."""
-        if self._file.closed:
-            return
-        try:
-            self.flush()
-        finally:
-            self._file.close()
-            os.close(self._head_fd)
-
-
 class AuditLog:
     """Write chained audit records. ``record`` is synchronous and cheap; ``flush`` once per call."""
 
     def __init__(self, path: str | Path, *, fsync: bool = False, gateway_id: str = "", rotate_bytes: int = 0,
                  signer: CheckpointSigner | None = None) -> None:
         self.path = Path(path)
-        self._sink = _ChainedFile(self.path, fsync)
+        self._sink = ChainedFile(self.path, fsync)
         self._gateway_id = gateway_id
         self._rotate_bytes = rotate_bytes
         self._signer = signer
@@ -266,205 +175,6 @@ class AuditLog:
                 self.checkpoint()
         finally:
             self._sink.close()
-
-
-def _tail_state(path: Path) -> tuple[int, str]:
-    """seq and hash of the last complete record, to continue the chain after a restart (for an
-    empty log after a rotation's rename: the head's, when the renamed file is there)."""
-    if not path.exists() or path.stat().st_size == 0:
-        return _head_after_rename(path)
-    for line in _lines_from_end(path):
-        try:
-            rec = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(rec, dict) and type(rec.get("seq")) is int and isinstance(rec.get("hash"), str):
-            return rec["seq"], rec["hash"]
-    return 0, GENESIS
-
-
-def _lines_from_end(path: Path) -> Iterator[bytes]:
-    """The lines of ``path``, the last first, split at ``\\n`` only (as verify reads them: a
-    ``\\r`` inside a line is JSON whitespace), each whole however long it is."""
-    with open(path, "rb") as f:
-        end = f.seek(0, os.SEEK_END)
-        pending: list[bytes] = []  # the pieces read so far of the line being read, last piece first
-        while end > 0:
-            start = max(0, end - _BLOCK)
-            f.seek(start)
-            parts = f.read(end - start).split(b"\n")
-            end = start
-            pending.append(parts[-1])
-            if len(parts) == 1:
-                continue
-            yield b"".join(reversed(pending))
-            yield from reversed(parts[1:-1])
-            pending = [parts[0]]
-        yield b"".join(reversed(pending))
-
-
-def _set_aside_if_cut(path: Path) -> dict[str, Any] | None:
-    """A log that ends before its head lost records after they were written: cut short, emptied
-    or deleted (the head never leads what was written, short of a power loss without
-    ``audit.fsync``). Continuing its chain would overwrite the head and hide that, so both are
-    renamed ``<log>.cut-<unix ns>`` (and ``.head``; ``-1``, ``-2``… after it if that is taken:
-    never over earlier evidence) for an investigation, and the gateway starts a new chain whose
-    first record names them. So is a log with records beside a head that is not one, or none
-    (the head is written before the first record): the next flush would write it anew, and
-    whether records were removed could no longer be told."""
-    head_path = path.with_name(path.name + ".head")
-    log_seq, _ = _tail_state(path)
-    try:
-        anchor = read_head(head_path)
-    except OSError:  # unreadable: opening it to write fails next, and the gateway does not start
-        return None
-    except ValueError as exc:
-        found: dict[str, Any] = {"head_problem": str(exc)}
-    else:
-        if anchor is None and log_seq > 0:  # written before the first record: gone since, or blanked
-            found = {"head_problem": "missing or empty beside a log with records"}
-        elif anchor is None or anchor[0] <= log_seq:
-            return None
-        else:
-            found = {"head_seq": anchor[0]}
-    for kept in _aside_names(path, "cut"):
-        kept_head = kept.with_name(kept.name + ".head")
-        if os.path.lexists(kept) or os.path.lexists(kept_head):
-            continue
-        if path.exists():
-            _move_no_replace(path, kept)
-        if os.path.lexists(head_path):
-            _move_no_replace(head_path, kept_head)
-        return {"previous_file": kept.name, "log_ended_at_seq": log_seq, **found}
-    raise AssertionError("unreachable: _aside_names never ends")
-
-
-def _aside_names(path: Path, kind: str) -> Iterator[Path]:
-    """Names for evidence set aside from the log at ``path``: ``<log>.<kind>-<unix ns>``, then
-    ``...-1``, ``...-2`` (the clock can give two starts the same reading): the caller takes the
-    first that does not exist, so evidence is never replaced."""
-    base = f"{path.name}.{kind}-{time.time_ns()}"
-    yield path.with_name(base)
-    for n in itertools.count(1):
-        yield path.with_name(f"{base}-{n}")
-
-
-def _move_no_replace(source: Path, target: Path) -> None:
-    """Rename ``source`` to ``target``, raising FileExistsError rather than replace a file there
-    (``os.rename`` would): a hard link, which refuses an existing name, then unlink."""
-    try:
-        os.link(source, target)
-    except FileExistsError:
-        raise
-    except OSError:  # a file system without hard links: check, then rename (one writer per log)
-        if os.path.lexists(target):
-            raise FileExistsError(f"{target} exists") from None
-        os.rename(source, target)
-        return
-    os.unlink(source)
-
-
-def _set_aside_torn_tail(path: Path, fsync: bool) -> dict[str, Any] | None:
-    """A log whose last line has no end holds a record a stop or a full disk cut mid-write. The
-    head never names such a record (it is written after whole lines), so the partial line is
-    moved to ``<log>.torn-<unix ns>`` (``-1``… when taken) and cut off: left in place, the next
-    record would be glued onto it, unreadable, and ``audit verify`` would stop at that line for good."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return None
-    with open(path, "r+b") as f:
-        end = size
-        while end > 0:  # back to the last end of line
-            start = max(0, end - _BLOCK)
-            f.seek(start)
-            block = f.read(end - start)
-            if end == size and block.endswith(b"\n"):
-                return None
-            cut = block.rfind(b"\n")
-            if cut >= 0:
-                end = start + cut + 1
-                break
-            end = start
-        if end == size:  # an empty file
-            return None
-        f.seek(end)
-        torn = f.read()
-        kept = _write_aside(path, torn, fsync)
-        f.truncate(end)
-        if fsync:
-            os.fsync(f.fileno())
-    return {"torn_file": kept.name, "torn_bytes": len(torn), "torn_at_byte": end}
-
-
-def _write_aside(path: Path, data: bytes, fsync: bool) -> Path:
-    """Write ``data`` to a new ``<log>.torn-<unix ns>`` (``-1``, ``-2``… when taken: never over
-    earlier evidence); its path."""
-    for kept in _aside_names(path, "torn"):
-        try:
-            out = open(kept, "xb")
-        except FileExistsError:
-            continue
-        with out:
-            out.write(data)
-            if fsync:
-                os.fsync(out.fileno())
-        return kept
-    raise AssertionError("unreachable: _aside_names never ends")
-
-
-def _head_bytes(head: Path) -> bytes:
-    """The head file's bytes: opened without waiting (a FIFO put in its place would hang the
-    read) and read only when a regular file, at most ``_HEAD_MAX`` bytes of it."""
-    fd, _ = open_regular(head, os.O_RDONLY)
-    try:
-        raw = os.read(fd, _HEAD_MAX + 1)
-    finally:
-        os.close(fd)
-    if len(raw) > _HEAD_MAX:
-        raise ValueError(f"longer than a head ({_HEAD_MAX} bytes at most)")
-    return raw
-
-
-def read_head(head: Path) -> tuple[int, str] | None:
-    """(seq, hash) from a head file, or None when there is none (missing or empty: not written
-    yet). One that is there but is not ``{"seq": <integer ≥ 0>, "hash": <string>}``, each key
-    once, raises ValueError; one that cannot be read, OSError."""
-    try:
-        raw = _head_bytes(head)
-    except FileNotFoundError:
-        return None
-    if not raw.strip():
-        return None
-    try:
-        anchor = strict_loads(raw)
-    except NotStrictJson:
-        raise ValueError("not valid JSON (each key once)") from None
-    if (not isinstance(anchor, dict) or type(anchor.get("seq")) is not int or anchor["seq"] < 0
-            or not isinstance(anchor.get("hash"), str)):
-        raise ValueError('not {"seq": <integer>, "hash": <string>}')
-    return anchor["seq"], anchor["hash"]
-
-
-def _head_after_rename(path: Path) -> tuple[int, str]:
-    try:
-        anchor = read_head(path.with_name(path.name + ".head"))
-    except (OSError, ValueError):  # a head that is not one was set aside before this is asked
-        return 0, GENESIS
-    if anchor is None:
-        return 0, GENESIS
-    seq, digest = anchor
-    if seq > 0 and path.with_name(f"{path.name}.{seq:012d}").exists():
-        return seq, digest
-    return 0, GENESIS
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def iter_steps(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -106,11 +106,12 @@ class ChainedFile:
         self._dirty = False
 
     def _write_pending(self) -> None:
-        data = memoryview(b"".join(self._pending))
+        pending = self._pending
+        data = pending[0] if len(pending) == 1 else b"".join(pending)
         try:
-            done = 0
+            done = self._file.write(data) or 0
             while done < len(data):  # a write may take part of it: the rest follows
-                done += self._file.write(data[done:]) or 0
+                done += self._file.write(memoryview(data)[done:]) or 0
             if self.fsync:
                 os.fsync(self._file.fileno())
         except OSError:

@@ -12,8 +12,11 @@ The gateway writes one every ``audit.checkpoint_seconds`` when records were writ
 last, before a rotation (so a rotated file ends signed) and when it stops. What a signature
 cannot show is records removed after the last checkpoint with the head rewritten to match:
 that is the unsigned tail, which ``toolgate audit verify`` reports, and ``--require-signed``
-refuses (a rotated file, or a log the gateway closed, ends with a checkpoint). Each checkpoint's
-seq and hash also go to the operational log (stderr), a copy of the anchor off the log's file.
+refuses (a rotated file, or a log the gateway closed, ends with a checkpoint). Nor can it show the
+log cut back to an earlier checkpoint, or a rotated log's active file removed: what is left is
+signed to its end. Each checkpoint's seq and hash also go to the operational log (stderr), a
+copy of the anchor off the log's file; ``toolgate audit verify --expect-record SEQ:HASH`` checks
+the logs still hold the one kept from there.
 
 Keys: the private key file is read as the grant key is (``read_key_file``: others may not
 read it, nobody but its owner write it), generated (mode 0600) when missing, with its public

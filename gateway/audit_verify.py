@@ -257,6 +257,13 @@ def verify_segments(paths: Iterable[str | Path], keys: Keys | None = None) -> li
     return reports
 
 
+def holds(reports: Iterable[tuple[Path, VerifyReport]], seq: int, digest: str) -> bool:
+    """Whether one of the files that verified holds the record at ``seq`` whose hash is ``digest``
+    (a record known from elsewhere: a checkpoint the operational log announced)."""
+    return any(r.ok and r.records and r.first_seq <= seq <= r.last_seq and _hash_at(path, seq, r) == digest
+               for path, r in reports)
+
+
 def _follows(previous: tuple[Path, VerifyReport], b: VerifyReport) -> VerifyReport:
     a_path, a = previous
     if b.first_seq > a.last_seq + 1:

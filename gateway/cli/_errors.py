@@ -12,6 +12,7 @@ Each code has one exit status (``gateway.cli`` says what the statuses mean):
        nothing_to_verify            ``audit verify`` was given companion files only
        invalid_public_key, public_key_required    ``audit verify --public-key`` is no Ed25519
                                     PEM public key; ``--require-signed`` without one
+       invalid_expected_record      ``audit verify --expect-record`` is not SEQ:HASH
        invalid_time                 ``--since``/``--until`` is no finite time
        config_invalid, cannot_start ``serve``: the config, or start-up, failed
        invalid_approver_id, key_file_exists, key_dir_unwritable    ``keys new`` (and ``keys grant``, ``keys audit``)
@@ -48,7 +49,7 @@ EXIT: dict[str, int] = {
     "watch_ended": 1,
     **dict.fromkeys((
         "argument_not_utf8", "no_such_file", "nothing_to_verify", "invalid_public_key", "public_key_required",
-        "invalid_time", "config_invalid", "cannot_start",
+        "invalid_expected_record", "invalid_time", "config_invalid", "cannot_start",
         "invalid_approver_id", "key_file_exists", "key_dir_unwritable", "passphrase_env_unset",
         "key_file_not_found", "key_file_unreadable", "key_file_writable", "key_file_readable",
         "key_passphrase_needed", "key_passphrase_wrong", "key_not_encrypted", "key_invalid", "key_labels_missing",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,9 +14,11 @@ from pathlib import Path
 from gateway.audit import iter_steps
 from gateway.audit_search import Criteria, Search, Unreadable
 from gateway.audit_sign import read_public_keys
-from gateway.audit_verify import VerifyReport, companion_reason, verify_segments
+from gateway.audit_verify import VerifyReport, companion_reason, holds, verify_segments
 from gateway.cli._errors import CliError, fail
 from gateway.terminal import json_text, shown
+
+_EXPECTED = re.compile(r"(?P<seq>[1-9][0-9]{0,18}):(?P<hash>sha256:[0-9a-f]{64})")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "the reason; a file given twice is verified once.",
         epilog="Exit status: 0 every log intact; 1 a log is broken (edited, reordered, truncated, emptied, "
         "malformed, a file missing or replaced in between, its head missing or not matching, a checkpoint "
-        "signature that does not verify with a --public-key, an unsigned tail with --require-signed); 2 a "
+        "signature that does not verify with a --public-key, an unsigned tail with --require-signed, an "
+        "--expect-record no log holds); 2 a "
         "FILE does not exist, no FILE is a log, a --public-key is no Ed25519 PEM public key (or the command "
         "line is wrong).",
     )
@@ -48,6 +52,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="with --public-key: a log must end with a signed checkpoint (a rotated file, or the log "
                    "of a gateway that stopped, does; a running gateway's log has an unsigned tail of up to "
                    "audit.checkpoint_seconds)")
+    v.add_argument("--expect-record", action="append", default=[], metavar="SEQ:HASH",
+                   help="a record the logs must hold, as a copy kept off the gateway's host knows it: the seq "
+                   "and hash of an audit_checkpoint the gateway announced on its operational log (stderr, event "
+                   "audit_checkpoint, seq=... hash=...). Whoever can write the log files can cut them back to an "
+                   "earlier checkpoint, or remove the active log, and what is left verifies; it no longer holds "
+                   "a later record known elsewhere. Repeatable (one per worker's log)")
     v.set_defaults(func=run_verify)
     s = verbs.add_parser(
         "search", help="find the records of calls, decisions and approvals",
@@ -128,8 +138,15 @@ def run_verify(ns: argparse.Namespace) -> int:
         keys = read_public_keys(ns.public_key) if ns.public_key else None
     except ValueError as exc:
         return fail("invalid_public_key", str(exc))
+    expected = []
+    for text in ns.expect_record:
+        if not (found := _EXPECTED.fullmatch(text)):
+            return fail("invalid_expected_record", f"--expect-record {text[:100]!r} is not SEQ:HASH "
+                        "(e.g. 42:sha256:<64 hex digits>, as the audit_checkpoint event gives them)")
+        expected.append((int(found["seq"]), found["hash"]))
     broken = 0
-    for path, report in verify_segments(segments, keys):
+    reports = verify_segments(segments, keys)
+    for path, report in reports:
         if report.ok and ns.require_signed and report.signed_seq != report.last_seq:
             report = dataclasses.replace(report, ok=False, line=0, reason=(
                 f"records after the last signed checkpoint (seq {report.signed_seq}), and --require-signed "
@@ -142,6 +159,13 @@ def run_verify(ns: argparse.Namespace) -> int:
             broken += 1
             where = f" at line {report.line}" if report.line else ""
             print(shown(f"{path}: BROKEN{where}: {report.reason} ({report.records} records verified before it)"))
+    for seq, digest in expected:
+        if holds(reports, seq, digest):
+            print(f"expected record seq {seq}: held")
+        else:
+            broken += 1
+            print(f"expected record seq {seq} ({digest}): MISSING from every log that verified: records were "
+                  "removed back past it (or a log was left out, or the record named is not in these logs)")
     return 1 if broken else 0
 
 

@@ -4,8 +4,8 @@
 approval id (the gateway looks up the grant it issued). The grant is verified like any
 token (signature first, grant key ring only), then bound to this call: audience, time,
 approval id, tool, tenant, run, requesting agent, and the args hash of the arguments now
-presented. Its approvers are re-checked against the current keyring (a removed approver no
-longer counts). The pipeline then claims the grant's jti, so a replay gets the stored outcome.
+presented. Its approvers are re-checked against the current keyring (a removed approver, or
+an approver's key that approved it and has been removed since, no longer counts). The pipeline then claims the grant's jti, so a replay gets the stored outcome.
 """
 
 from __future__ import annotations
@@ -138,15 +138,17 @@ class ApprovalGate:
                     f"the grant for approval {rec.approval_id} has expired (approvals.grant_ttl_seconds): "
                     "call again without it to ask for a new approval",)) from None
             raise _Fail(exc.reason) from None
-        self._check_approvers(ctx, rec, verified.claims["approvers"])
+        self._check_approvers(ctx, rec, verified.claims["approvers"], verified.claims["approver_keys"])
         return verified
 
-    def _check_approvers(self, ctx: CallContext, rec: ApprovalRecord, approvers: list[str]) -> None:
+    def _check_approvers(self, ctx: CallContext, rec: ApprovalRecord, approvers: list[str], keys: list[str]) -> None:
         keyring = self.service.keyring
         requester = {x for x in (rec.user, rec.agent, ctx.identity.user, ctx.identity.agent) if x}
         valid = {a for a in approvers if keyring.groups_of(a) & set(rec.groups_any) and a not in requester}
         if len(valid) < rec.quorum or len(valid) != len(approvers):
             raise _Fail(f"grant approvers {approvers} no longer satisfy quorum {rec.quorum} of {list(rec.groups_any)}")
+        if len(keys) != len(approvers) or not all(keyring.holds(a, k) for a, k in zip(approvers, keys)):
+            raise _Fail(f"a key grant approvers {approvers} approved with is no longer in the keyring")
 
     def _audit(self, ctx: CallContext, event: str, code: Code, **fields: Any) -> None:
         self.service.audit.record("approval", decision_id=ctx.decision_id, code=str(code), action=event,

@@ -38,9 +38,20 @@ class Keyring:
         if len(self._keys) != len(keys):
             raise ValueError("duplicate kid in keyring")
         self._groups = groups or {}
+        self._refs = {k.kid: key_ref(k) for k in keys}
+        self._held = {(k.owner, ref) for k, ref in zip(keys, (self._refs[k.kid] for k in keys))}
 
     def get(self, kid: object) -> VerifyKey | None:
         return self._keys.get(kid) if isinstance(kid, str) else None
+
+    def ref_of(self, kid: str) -> str:
+        """The key ``kid`` names, as a vote records it (``key_ref``); "" for a kid not in the ring."""
+        return self._refs.get(kid, "")
+
+    def holds(self, owner: str, ref: object) -> bool:
+        """Whether ``owner`` still has the key ``ref`` names (``key_ref``): a vote or a grant made with a
+        key since removed, or a kid since given to another key, counts no longer."""
+        return isinstance(ref, str) and (owner, ref) in self._held
 
     def groups_of(self, owner: str) -> frozenset[str]:
         return self._groups.get(owner, frozenset())
@@ -52,6 +63,13 @@ class Keyring:
     def members_of(self, groups: list[str] | tuple[str, ...]) -> list[str]:
         wanted = set(groups)
         return sorted(o for o, g in self._groups.items() if g & wanted)
+
+
+def key_ref(key: VerifyKey) -> str:
+    """``<kid>#<the first 32 hex digits of the SHA-256 of the raw public key>``: the key itself, not
+    only its name, so a kid given to a new key does not carry the old key's votes."""
+    raw = key.key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return f"{key.kid}#{hashlib.sha256(raw).hexdigest()[:32]}"
 
 
 def approver_keyring(cfg: ApprovalsConfig) -> Keyring:

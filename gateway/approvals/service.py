@@ -35,7 +35,7 @@ from gateway.audit import escaped
 from gateway.codes import Code
 from gateway.models import ApprovalRequired, CallContext, Identity
 from gateway.store._pages import BadCursor
-from gateway.store.base import ApprovalRecord, ApprovalStatus, Store, VoteStatus, record_request_key, request_key
+from gateway.store.base import ApprovalRecord, ApprovalStatus, Store, Vote, VoteStatus, record_request_key, request_key
 
 S = ApprovalStatus
 MAX_REASON = 500
@@ -252,25 +252,38 @@ class ApprovalService:
         if problem := record_problem(rec):
             raise Refusal(Code.INVALID_APPROVAL, f"the stored request is malformed ({problem}): "
                           "it may be rejected, not approved")
-        vote = await self.store.add_approval_vote(rec.approval_id, verified.issuer, verified.jti, self.clock())
+        vote = await self.store.add_approval_vote(rec.approval_id, verified.issuer, verified.jti, self.clock(),
+                                                  key=self.keyring.ref_of(verified.kid))
         if vote.status in (VoteStatus.JTI_REUSED, VoteStatus.NOT_PENDING, VoteStatus.NOT_FOUND):
             self._failed(rec, f"vote refused: {vote.status}", approver=verified.issuer)
             raise Refusal(Code.INVALID_APPROVAL, "the approval was refused", audited=True)
-        if vote.status is VoteStatus.SAME_APPROVER and len(vote.approvers) < rec.quorum:
+        counted = self._counted(vote)
+        approvers = tuple(counted)
+        if vote.status is VoteStatus.SAME_APPROVER and len(approvers) < rec.quorum and approvers == tuple(rec.approvers):
             self._event("approval_repeated", rec, Code.APPROVAL_PENDING, approver=verified.issuer, jti=verified.jti)
             return rec
         # (a repeated vote with quorum reached: the submit that reached it stopped before the grant; grant now)
-        if len(vote.approvers) >= rec.quorum:
-            voted = dataclasses.replace(rec, approvers=vote.approvers)  # watchers hear the vote that made quorum
+        if len(approvers) >= rec.quorum:
+            voted = dataclasses.replace(rec, approvers=approvers)  # watchers hear the vote that made quorum
             self._event("approved", voted, Code.OK, approver=verified.issuer, kid=verified.kid, jti=verified.jti,
-                        approvers=list(vote.approvers), quorum=rec.quorum)
-            return await self._grant(rec, vote.approvers)
+                        approvers=list(approvers), quorum=rec.quorum)
+            return await self._grant(rec, counted)
         new = await self.store.transition_approval(
-            rec.approval_id, from_status=S.PENDING, to_status=S.PENDING, now=self.clock(), approvers=vote.approvers)
+            rec.approval_id, from_status=S.PENDING, to_status=S.PENDING, now=self.clock(), approvers=approvers)
         rec = new or await self.store.get_approval(rec.approval_id) or rec
         self._event("approved", rec, Code.APPROVAL_PENDING, approver=verified.issuer, kid=verified.kid,
-                    jti=verified.jti, approvers=list(vote.approvers), quorum=rec.quorum)
+                    jti=verified.jti, approvers=list(approvers), quorum=rec.quorum)
         return rec
+
+    def _counted(self, vote: Vote) -> dict[str, str]:
+        """approver -> the key of their first vote that counts: one signed with a key the keyring still
+        gives them. A vote with a key since removed (a compromised key replaced) no longer counts
+        toward quorum; its approver votes again with the key they hold now."""
+        counted: dict[str, str] = {}
+        for approver, key in vote.keys:
+            if approver not in counted and self.keyring.holds(approver, key):
+                counted[approver] = key
+        return counted
 
     async def reject(self, identity: Identity, approval_id: str, token: str) -> ApprovalRecord:
         rec = await self._pending_for_approver(identity, approval_id)
@@ -326,14 +339,18 @@ class ApprovalService:
             raise Refusal(exc.code, message, audited=True) from None
         return verified
 
-    async def _grant(self, rec: ApprovalRecord, approvers: tuple[str, ...]) -> ApprovalRecord:
+    async def _grant(self, rec: ApprovalRecord, counted: dict[str, str]) -> ApprovalRecord:
+        """The grant of the approvers in ``counted`` (approver -> the key of the vote that counted),
+        which names each one's key so the gate can tell when one is removed (``gate._check_approvers``)."""
         now = int(self.clock())
+        approvers = tuple(counted)
         groups = sorted({g for a in approvers for g in self.keyring.groups_of(a)} & set(rec.groups_any))
         claims: dict[str, Any] = {
             "iss": self.gateway_id, "sub": rec.approval_id, "aud": self.gateway_id, "tool": rec.tool,
             "args_hash": rec.args_hash, "tenant": rec.tenant, "run_id": rec.run_id, "agent": rec.agent, "user": rec.user,
             "iat": now, "nbf": now, "exp": min(now + self.settings.grant_ttl_seconds, max(now + 1, int(rec.expires_at))),
-            "jti": str(uuid.uuid4()), "approvers": list(approvers), "groups": groups,
+            "jti": str(uuid.uuid4()), "approvers": list(approvers), "approver_keys": list(counted.values()),
+            "groups": groups,
         }
         grant = tokens.sign(claims, self.grant_keys.signer, tokens.TYP_GRANT)
         new = await self.store.transition_approval(

@@ -42,7 +42,7 @@ _MAY_BE_EMPTY = frozenset({"run_id", "user"})  # a run or a user is optional; no
 _EXTRA: dict[str, dict[str, type]] = {
     TYP_APPROVAL: {},
     TYP_REJECTION: {"reason": str},
-    TYP_GRANT: {"agent": str, "user": str, "nbf": int, "approvers": list, "groups": list},
+    TYP_GRANT: {"agent": str, "user": str, "nbf": int, "approvers": list, "approver_keys": list, "groups": list},
 }
 
 
@@ -181,7 +181,7 @@ def _claims(payload: bytes, typ: str) -> dict[str, Any]:
             raise TokenRejected(f"claim {name} missing or not a {kind.__name__}")
     if "nbf" in claims and type(claims["nbf"]) is not int:
         raise TokenRejected("claim nbf is not an integer")
-    for name in ("approvers", "groups"):
+    for name in ("approvers", "approver_keys", "groups"):
         if name in claims and (type(claims[name]) is not list or not all(isinstance(v, str) and v for v in claims[name])):
             raise TokenRejected(f"claim {name} must list strings")
     return claims

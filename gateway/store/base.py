@@ -125,6 +125,10 @@ class VoteStatus(StrEnum):
 class Vote:
     status: VoteStatus
     approvers: tuple[str, ...] = ()
+    """Every approver who voted on the request, in the order of their first vote."""
+    keys: tuple[tuple[str, str], ...] = ()
+    """(approver, the key the vote was signed with, ``Keyring.ref_of``) of each vote in order: a
+    vote counts only while the approver still holds that key (``ApprovalService.submit``)."""
 
 
 class ApprovalStore(Protocol):
@@ -168,7 +172,7 @@ class ApprovalStore(Protocol):
         """
         ...
 
-    async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:
+    async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float, key: str = "") -> Vote:
         """Consume ``jti`` and count ``approver`` once, only while the request is pending."""
         ...
 

@@ -41,6 +41,7 @@ recovers by itself; while the server is down a call waits at most ``timeout`` se
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from contextlib import asynccontextmanager
@@ -319,7 +320,7 @@ class PostgresStore:
             )).fetchall()
         return [load_row(*r[:5]) for r in rows], (rows[-1][5] if len(rows) >= limit else now - RECENT_SECONDS)
 
-    async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:
+    async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float, key: str = "") -> Vote:
         if _NUL in approval_id:
             return Vote(VoteStatus.NOT_FOUND)
         async with self._connection() as conn, conn.transaction():
@@ -327,18 +328,18 @@ class PostgresStore:
             row = await (await conn.execute(
                 "SELECT status FROM approvals WHERE approval_id = %s FOR UPDATE", (approval_id,)
             )).fetchone()
-            before = await _voters(conn, approval_id)
+            before = await _votes(conn, VoteStatus.ADDED, approval_id)
             if row is None or row[0] != ApprovalStatus.PENDING:
-                return Vote(VoteStatus.NOT_FOUND if row is None else VoteStatus.NOT_PENDING, before)
+                return dataclasses.replace(before, status=VoteStatus.NOT_FOUND if row is None else VoteStatus.NOT_PENDING)
             added = await (await conn.execute(
-                "INSERT INTO approval_votes(jti, approval_id, approver, created) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (jti) DO NOTHING RETURNING jti",
-                (jti.encode(), approval_id, approver, now),
+                "INSERT INTO approval_votes(jti, approval_id, approver, created, approver_key) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (jti) DO NOTHING RETURNING jti",
+                (jti.encode(), approval_id, approver, now, key),
             )).fetchone()
             if added is None:
-                return Vote(VoteStatus.JTI_REUSED, before)
-            status = VoteStatus.SAME_APPROVER if approver in before else VoteStatus.ADDED
-            return Vote(status, await _voters(conn, approval_id))
+                return dataclasses.replace(before, status=VoteStatus.JTI_REUSED)
+            status = VoteStatus.SAME_APPROVER if approver in before.approvers else VoteStatus.ADDED
+            return await _votes(conn, status, approval_id)
 
     async def transition_approval(
         self, approval_id: str, *, from_status: ApprovalStatus, to_status: ApprovalStatus, now: float,
@@ -399,12 +400,13 @@ class PostgresStore:
                 self._opened = True
 
 
-async def _voters(conn: psycopg.AsyncConnection[Any], approval_id: str) -> tuple[str, ...]:
+async def _votes(conn: psycopg.AsyncConnection[Any], status: VoteStatus, approval_id: str) -> Vote:
     rows = await (await conn.execute(
-        "SELECT approver FROM approval_votes WHERE approval_id = %s GROUP BY approver ORDER BY MIN(created), approver",
+        "SELECT approver, approver_key FROM approval_votes WHERE approval_id = %s ORDER BY created, approver, jti",
         (approval_id,),
     )).fetchall()
-    return tuple(r[0] for r in rows)
+    keys = tuple((a, k) for a, k in rows)
+    return Vote(status, tuple(dict.fromkeys(a for a, _ in keys)), keys)
 
 
 def _dump(record: ApprovalRecord) -> dict[str, Any]:

@@ -61,7 +61,8 @@ SCHEMA = [
         record TEXT NOT NULL, changed_at REAL NOT NULL DEFAULT 0)""",
     "CREATE INDEX IF NOT EXISTS approvals_tenant_status ON approvals(tenant, status, created_at)",
     """CREATE TABLE IF NOT EXISTS approval_votes (
-        jti TEXT PRIMARY KEY, approval_id TEXT NOT NULL, approver TEXT NOT NULL, created REAL NOT NULL)""",
+        jti TEXT PRIMARY KEY, approval_id TEXT NOT NULL, approver TEXT NOT NULL, created REAL NOT NULL,
+        approver_key TEXT NOT NULL DEFAULT '')""",
 ]
 
 
@@ -115,6 +116,9 @@ class SQLiteStore:
             self._db.execute("CREATE INDEX IF NOT EXISTS approvals_tenant_changed ON approvals(tenant, changed_at)")
             if "request_key" not in columns:  # rows made before it have none: never found as a duplicate
                 self._db.execute("ALTER TABLE approvals ADD COLUMN request_key TEXT")
+            if "approver_key" not in {row[1] for row in self._db.execute("PRAGMA table_info(approval_votes)")}:
+                # votes made before it name no key: none counts (an approver votes again)
+                self._db.execute("ALTER TABLE approval_votes ADD COLUMN approver_key TEXT NOT NULL DEFAULT ''")
             self._db.execute("CREATE INDEX IF NOT EXISTS approvals_tenant_request ON approvals(tenant, request_key)")
             # pages, newest first (approvals_tenant_status serves a status's; an index ends in the rowid)
             self._db.execute("CREATE INDEX IF NOT EXISTS approvals_tenant_created ON approvals(tenant, created_at)")
@@ -291,26 +295,25 @@ class SQLiteStore:
         rows, now = await self._run(read)
         return [load_row(*r[:5]) for r in rows], (rows[-1][5] if len(rows) >= limit else now - RECENT_SECONDS)
 
-    async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float) -> Vote:
-        return await self._atomic(lambda: self._vote(approval_id, approver, jti, now))
+    async def add_approval_vote(self, approval_id: str, approver: str, jti: str, now: float, key: str = "") -> Vote:
+        return await self._atomic(lambda: self._vote(approval_id, approver, jti, now, key))
 
-    def _vote(self, approval_id: str, approver: str, jti: str, now: float) -> tuple[bool, Vote]:
+    def _vote(self, approval_id: str, approver: str, jti: str, now: float, key: str) -> tuple[bool, Vote]:
         row = self._db.execute("SELECT status FROM approvals WHERE approval_id=?", (approval_id,)).fetchone()
         if row is None or row[0] != ApprovalStatus.PENDING:
-            return False, Vote(VoteStatus.NOT_FOUND if row is None else VoteStatus.NOT_PENDING, self._voters(approval_id))
+            return False, self._votes(VoteStatus.NOT_FOUND if row is None else VoteStatus.NOT_PENDING, approval_id)
         if self._db.execute("SELECT 1 FROM approval_votes WHERE jti=?", (jti,)).fetchone():
-            return False, Vote(VoteStatus.JTI_REUSED, self._voters(approval_id))
-        before = self._voters(approval_id)
-        self._db.execute("INSERT INTO approval_votes(jti, approval_id, approver, created) VALUES (?,?,?,?)",
-                         (jti, approval_id, approver, now))
-        status = VoteStatus.SAME_APPROVER if approver in before else VoteStatus.ADDED
-        return True, Vote(status, self._voters(approval_id))
+            return False, self._votes(VoteStatus.JTI_REUSED, approval_id)
+        before = self._votes(VoteStatus.ADDED, approval_id).approvers
+        self._db.execute("INSERT INTO approval_votes(jti, approval_id, approver, created, approver_key) "
+                         "VALUES (?,?,?,?,?)", (jti, approval_id, approver, now, key))
+        return True, self._votes(VoteStatus.SAME_APPROVER if approver in before else VoteStatus.ADDED, approval_id)
 
-    def _voters(self, approval_id: str) -> tuple[str, ...]:
-        rows = self._db.execute(
-            "SELECT approver FROM approval_votes WHERE approval_id=? GROUP BY approver ORDER BY MIN(created), approver",
-            (approval_id,)).fetchall()
-        return tuple(r[0] for r in rows)
+    def _votes(self, status: VoteStatus, approval_id: str) -> Vote:
+        keys = tuple((a, k) for a, k in self._db.execute(
+            "SELECT approver, approver_key FROM approval_votes WHERE approval_id=? ORDER BY created, approver, rowid",
+            (approval_id,)))
+        return Vote(status, tuple(dict.fromkeys(a for a, _ in keys)), keys)
 
     async def transition_approval(
         self, approval_id: str, *, from_status: ApprovalStatus, to_status: ApprovalStatus, now: float,

@@ -213,3 +213,15 @@ async def test_pending_requests_are_found_by_their_request_key(store):
     assert await store.pending_approvals(tenant="globex", request_key=key) == [
         await store.get_approval("other_tenant")]
     assert await store.pending_approvals(tenant="acme", request_key="sha256:none") == []
+
+
+async def test_each_vote_keeps_the_key_it_was_signed_with_in_order(store):
+    """What a vote counts by (``ApprovalService._counted``): its approver and key, every vote, in order."""
+    await store.create_approval(record())
+    await store.add_approval_vote("a-1", "alice", "jti-1", T0 + 1, key="alice-1#aa")
+    await store.add_approval_vote("a-1", "alice", "jti-2", T0 + 2, key="alice-2#bb")
+    last = await store.add_approval_vote("a-1", "bob", "jti-3", T0 + 3, key="bob-1#cc")
+    assert last.approvers == ("alice", "bob")
+    assert last.keys == (("alice", "alice-1#aa"), ("alice", "alice-2#bb"), ("bob", "bob-1#cc"))
+    refused = await store.add_approval_vote("a-1", "carol", "jti-3", T0 + 4, key="carol-1#dd")
+    assert refused.status is VoteStatus.JTI_REUSED and refused.keys == last.keys

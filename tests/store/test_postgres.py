@@ -90,7 +90,9 @@ async def test_approvals_stored_before_the_nul_migrations_survive_them(pg_dsn):
     try:
         assert await store.get_approval("old") == rec
         assert (await store.add_approval_vote("old", "alice", "jti-1", T0)).status is VoteStatus.JTI_REUSED
-        assert (await store.add_approval_vote("old", "bob", "jti-2", T0)).approvers == ("alice", "bob")
+        vote = await store.add_approval_vote("old", "bob", "jti-2", T0, key="bob-1#cc")
+        assert vote.approvers == ("alice", "bob")
+        assert vote.keys == (("alice", ""), ("bob", "bob-1#cc"))  # a vote made before keys were kept names none
         rejected = await store.transition_approval(
             "old", from_status=ApprovalStatus.PENDING, to_status=ApprovalStatus.REJECTED, now=T0 + 1, rejection_reason="no"
         )

@@ -1,5 +1,6 @@
 """A SQLite file made by an earlier version opens: its approvals table gets the columns added since
-(``changed_at``, ``request_key``), its rows read back, and new requests are found by their key."""
+(``changed_at``, ``request_key``), its rows read back, and new requests are found by their key; its
+votes table gets ``approver_key``, "" for the votes made before (which name no key, so count for none)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,25 @@ async def test_an_earlier_file_is_brought_up_to_the_schema(tmp_path):
         assert await store.pending_approvals(tenant="acme", request_key=record_request_key(new)) == [new]
     finally:
         await store.close()
+
+
+async def test_votes_made_before_keys_were_recorded_name_none(tmp_path):
+    path = tmp_path / "toolgate.db"
+    store = SQLiteStore(path)
+    await store.create_approval(record("a-1", created_at=T0))
+    await store.close()
+    db = sqlite3.connect(path)  # the votes table as an earlier version made it, one vote in it
+    db.execute("DROP TABLE approval_votes")
+    db.execute("CREATE TABLE approval_votes (jti TEXT PRIMARY KEY, approval_id TEXT NOT NULL, approver TEXT NOT NULL, "
+               "created REAL NOT NULL)")
+    db.execute("INSERT INTO approval_votes VALUES ('jti-1', 'a-1', 'alice', ?)", (T0,))
+    db.commit()
+    db.close()
+
+    store = SQLiteStore(path)
+    try:
+        vote = await store.add_approval_vote("a-1", "bob", "jti-2", T0 + 1, key="bob-1#cc")
+        assert vote.keys == (("alice", ""), ("bob", "bob-1#cc"))
+    finally:
+        await store.close()
+

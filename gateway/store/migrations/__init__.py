@@ -123,4 +123,10 @@ POSTGRES: tuple[Migration, ...] = (
         (_EXPIRY_FUNCTION,
          f"CREATE INDEX IF NOT EXISTS approvals_pending_expiry ON approvals (({PENDING_EXPIRY})) WHERE status = 'pending'"),
     ),
+    Migration(
+        10,
+        "each approval vote names the key that signed it: a vote counts only while its approver still holds that "
+        "key, so a key removed from the keyring takes its votes with it (votes made before name none: not counted)",
+        ("ALTER TABLE approval_votes ADD COLUMN IF NOT EXISTS approver_key TEXT NOT NULL DEFAULT ''",),
+    ),
 )

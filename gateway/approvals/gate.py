@@ -5,7 +5,8 @@ approval id (the gateway looks up the grant it issued). The grant is verified li
 token (signature first, grant key ring only), then bound to this call: audience, time,
 approval id, tool, tenant, run, requesting agent, and the args hash of the arguments now
 presented. Its approvers are re-checked against the current keyring (a removed approver, or
-an approver's key that approved it and has been removed since, no longer counts). The pipeline then claims the grant's jti, so a replay gets the stored outcome.
+an approver's key that approved it and has been removed since, no longer counts). The
+pipeline then claims the grant's jti, so a replay gets the stored outcome.
 """
 
 from __future__ import annotations

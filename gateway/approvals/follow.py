@@ -104,7 +104,9 @@ class Follower:
         self._known[rec.approval_id] = (state(rec), told)
         if rec.status in FINAL:
             self._expires.pop(rec.approval_id, None)
-            self._forget[rec.approval_id] = time.monotonic() + RECENT_SECONDS + 2 * self._tick
+            if rec.approval_id != self._one:  # a stream by id keeps its one request: read again, its final
+                # state would be told again (and again, every few seconds, for as long as the stream stays)
+                self._forget[rec.approval_id] = time.monotonic() + RECENT_SECONDS + 2 * self._tick
         else:
             self._expires[rec.approval_id] = rec.expires_at
 

@@ -166,3 +166,23 @@ async def test_a_known_request_is_heard_expiring_though_nothing_wrote_it(tmp_pat
             assert await _heard(follower, sub, 1) == [("expired", "a-1")]
     finally:
         await store.close()
+
+
+async def test_a_stream_by_id_tells_its_requests_final_state_once(tmp_path, monkeypatch) -> None:
+    """Final requests are forgotten once a read of recent changes can no longer repeat them; a
+    stream by id reads its one request every tick, so forgetting it told its final state again
+    every few seconds, for as long as the stream stayed open."""
+    monkeypatch.setattr("gateway.approvals.follow.RECENT_SECONDS", 0.05)  # forgotten within a few ticks
+    store = SQLiteStore(tmp_path / "s.db")
+    try:
+        await store.create_approval(_record())
+        rejected = await store.transition_approval("a-1", from_status=S.PENDING, to_status=S.REJECTED, now=T0 + 1,
+                                                   rejection_reason="no")
+        agent = Identity(tenant="acme", agent="demo-agent", user="dana", roles=frozenset({"agent"}))
+        with EventHub().subscribe(lambda rec: rec.approval_id == "a-1") as sub:
+            follower = Follower(_Service(store), agent, "a-1", tick=0.05)
+            follower.know([rejected])  # the snapshot told it
+            with pytest.raises(asyncio.TimeoutError):
+                await _heard(follower, sub, 1, within=1.0)
+    finally:
+        await store.close()

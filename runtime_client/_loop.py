@@ -413,13 +413,21 @@ async def resume(run_id: str, decide: Decide, gateway: AsyncGatewayClient, *,
     """Continue a run paused for approval: run each approved call exactly once, then loop.
 
     ``wait`` (seconds) watches still-pending approvals; without it a pending approval leaves
-    the run ``awaiting_approval`` unchanged."""
+    the run ``awaiting_approval`` unchanged.
+
+    A run an exception stopped (``decide`` raised, or the gateway was down when it began) is
+    checkpointed with no stop reason, and ``run_agent`` refuses its id: resumed, its loop goes
+    on from the last checkpoint. A call it sends again has its first sending's idempotency key
+    (run id, step, index), so the gateway answers one that ran with its stored outcome."""
     store = _store(checkpoints)
     if store is None:
         raise ValueError("resume needs a checkpoint store")
     state, events = store.load(run_id)
     runner = _Runner(EventLog(state, events), decide, gateway, store, tracer or Tracer(),
                      context, stop_on_tool_error)
+    if state.stop_reason is None:
+        await runner.run()
+        return runner.result()
     if state.stop_reason is not StopReason.AWAITING_APPROVAL:
         return runner.result()
     await runner.resume(wait)

@@ -95,6 +95,11 @@ class SQLiteCheckpoints:
                 if (events[-1].seq if events else 0) < held:
                     raise CheckpointError(f"cannot save run {state.run_id}: the file holds {held} events of it, "
                                           f"more than the {len(events)} given (another log of the same run id?)")
+                if held and not _same_event(db, state.run_id, held, events):
+                    # two loops of one run id (two workers resuming one pause): the longer log's tail
+                    # appended to the other's beginning would be a history that never happened
+                    raise CheckpointError(f"cannot save run {state.run_id}: its event {held} differs from the one "
+                                          "the file holds (another log of the same run id?)")
                 db.executemany("INSERT INTO checkpoint_events (run_id, seq, event) VALUES (?, ?, ?)",
                                [(state.run_id, e.seq, json.dumps(e.to_dict())) for e in events if e.seq > held])
                 last = events[-1].seq if events else 0
@@ -130,6 +135,13 @@ class SQLiteCheckpoints:
             if event.seq > since:
                 state = apply(state, event)
         return state, events
+
+
+def _same_event(db: sqlite3.Connection, run_id: str, seq: int, events: list[Event]) -> bool:
+    """Whether the event ``seq`` of ``events`` is the one the file holds at ``seq``."""
+    mine = next((e for e in events if e.seq == seq), None)
+    row = db.execute("SELECT event FROM checkpoint_events WHERE run_id = ? AND seq = ?", (run_id, seq)).fetchone()
+    return mine is not None and row is not None and json.loads(row[0]) == json.loads(json.dumps(mine.to_dict()))
 
 
 _SNAPSHOT_EVERY = 32

@@ -94,3 +94,23 @@ def test_a_shorter_log_of_a_run_the_file_holds_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match="more than"):
         store.save(other.state, other.events)
     assert store.load("r") == (log.state, log.events)
+
+
+def test_a_longer_log_that_parted_from_the_one_the_file_holds_is_refused(tmp_path):
+    """Two loops of one run id (two workers resuming one pause) each save their own log: the
+    longer one's tail was appended to the other's beginning, a history that never happened."""
+    store = SQLiteCheckpoints(tmp_path / "c.sqlite3")
+    log = EventLog.start(AgentState(run_id="r", goal="g"))
+    _step(log, 1)
+    store.save(log.state, log.events)
+    a, b = EventLog(*store.load("r")), EventLog(*store.load("r"))
+    a.record("answered", text="A's answer")
+    b.record("step_started", step=2)
+    b.record("answered", text="B's answer")
+    store.save(a.state, a.events)
+    with pytest.raises(CheckpointError, match="differs from the one the file holds"):
+        store.save(b.state, b.events)
+    assert store.load("r") == (a.state, a.events)
+    a.record("step_started", step=3)  # the log the file holds goes on saving
+    store.save(a.state, a.events)
+    assert store.load("r") == (a.state, a.events)

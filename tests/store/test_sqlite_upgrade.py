@@ -58,3 +58,28 @@ async def test_votes_made_before_keys_were_recorded_name_none(tmp_path):
     finally:
         await store.close()
 
+
+
+async def test_a_vote_reads_its_requests_votes_by_index(tmp_path):
+    """Votes are kept for good (the record of who approved): read without an index, every vote
+    read every vote ever cast, in a file made now or by an earlier version."""
+    path = tmp_path / "toolgate.db"
+    db = sqlite3.connect(path)  # an earlier version's votes table, without the index
+    db.execute("CREATE TABLE approval_votes (jti TEXT PRIMARY KEY, approval_id TEXT NOT NULL, approver TEXT NOT NULL, "
+               "created REAL NOT NULL)")
+    db.commit()
+    db.close()
+    store = SQLiteStore(path)
+    try:
+        await store.create_approval(record("a-1", created_at=T0))
+        statements: list[str] = []
+        store.db.set_trace_callback(statements.append)
+        await store.add_approval_vote("a-1", "alice", "jti-1", T0 + 1, key="alice-1#aa")
+        store.db.set_trace_callback(None)
+        reads = [s for s in statements if s.lstrip().startswith("SELECT") and "FROM approval_votes WHERE approval_id" in s]
+        assert reads
+        for query in reads:
+            plan = " ".join(row[3] for row in store.db.execute("EXPLAIN QUERY PLAN " + query))
+            assert "approval_votes_approval" in plan, plan
+    finally:
+        await store.close()

@@ -67,25 +67,21 @@ def budget(keywords: int, args: Any) -> int:
 
 def count_values(value: Any) -> int:
     """JSON values in ``value``, itself included (object keys not counted)."""
-    total, stack = 0, [value]
-    while stack:
-        v = stack.pop()
-        total += 1
-        if isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return total
+    return sum(1 for _ in _nodes(value))
 
 
 def count_keywords(schema: Any) -> int:
     """Keys of every object in ``schema`` (keywords and property names alike: an upper bound)."""
-    total, stack = 0, [schema]
+    return sum(len(node) for node in _nodes(schema) if isinstance(node, dict))
+
+
+def _nodes(value: Any) -> Iterator[Any]:
+    """``value`` and every value inside it, each once (no recursion: any depth)."""
+    stack = [value]
     while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            total += len(v)
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return total
+        node = stack.pop()
+        yield node
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)

@@ -39,7 +39,7 @@ class Keyring:
             raise ValueError("duplicate kid in keyring")
         self._groups = groups or {}
         self._refs = {k.kid: key_ref(k) for k in keys}
-        self._held = {(k.owner, ref) for k, ref in zip(keys, (self._refs[k.kid] for k in keys))}
+        self._held = {(k.owner, self._refs[k.kid]) for k in keys}
 
     def get(self, kid: object) -> VerifyKey | None:
         return self._keys.get(kid) if isinstance(kid, str) else None

@@ -124,11 +124,14 @@ class VoteStatus(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Vote:
     status: VoteStatus
-    approvers: tuple[str, ...] = ()
-    """Every approver who voted on the request, in the order of their first vote."""
     keys: tuple[tuple[str, str], ...] = ()
     """(approver, the key the vote was signed with, ``Keyring.ref_of``) of each vote in order: a
     vote counts only while the approver still holds that key (``ApprovalService.submit``)."""
+
+    @property
+    def approvers(self) -> tuple[str, ...]:
+        """Every approver who voted on the request, in the order of their first vote."""
+        return tuple(dict.fromkeys(approver for approver, _ in self.keys))
 
 
 class ApprovalStore(Protocol):

@@ -405,8 +405,7 @@ async def _votes(conn: psycopg.AsyncConnection[Any], status: VoteStatus, approva
         "SELECT approver, approver_key FROM approval_votes WHERE approval_id = %s ORDER BY created, approver, jti",
         (approval_id,),
     )).fetchall()
-    keys = tuple((a, k) for a, k in rows)
-    return Vote(status, tuple(dict.fromkeys(a for a, _ in keys)), keys)
+    return Vote(status, tuple((a, k) for a, k in rows))
 
 
 def _dump(record: ApprovalRecord) -> dict[str, Any]:

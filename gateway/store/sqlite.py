@@ -312,10 +312,9 @@ class SQLiteStore:
         return True, self._votes(VoteStatus.SAME_APPROVER if approver in before else VoteStatus.ADDED, approval_id)
 
     def _votes(self, status: VoteStatus, approval_id: str) -> Vote:
-        keys = tuple((a, k) for a, k in self._db.execute(
+        return Vote(status, tuple((a, k) for a, k in self._db.execute(
             "SELECT approver, approver_key FROM approval_votes WHERE approval_id=? ORDER BY created, approver, rowid",
-            (approval_id,)))
-        return Vote(status, tuple(dict.fromkeys(a for a, _ in keys)), keys)
+            (approval_id,))))
 
     async def transition_approval(
         self, approval_id: str, *, from_status: ApprovalStatus, to_status: ApprovalStatus, now: float,

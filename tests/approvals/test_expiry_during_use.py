@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 import approval_helpers
@@ -63,48 +64,57 @@ async def _running(running, c, grant: str) -> asyncio.Task:
     raise AssertionError("the held call never started")
 
 
-async def test_a_request_whose_expiry_passes_while_its_grant_runs_ends_executed(tmp_path: Path) -> None:
+@pytest.fixture
+async def held(tmp_path: Path):
+    """A held_write call running on a grant made 10 s before its request expires:
+    (the gateway, its clients, the approval, the grant, the call's task)."""
     global RELEASE
     RELEASE = asyncio.Event()
     async with serving(_config(tmp_path)) as (running, c):
-        service = running.app.approvals.service
         a, grant = await _granted_near_expiry(running, c)
         first = await _running(running, c, grant)
-        service.clock = lambda: float(a.expires_at.seconds + 5)  # past the request's expiry, the grant's skew not
-        assert (await c.get(a.approval_id, APPROVER["alice"])).status == "approved"  # an approver's view: in use
-        retries = [asyncio.create_task(c.call("held_write", ARGS, **fields))  # they wait for the running call
-                   for fields in ({"approval_grant": grant}, {"approval_id": a.approval_id})]
-        await asyncio.sleep(0.5)
-        assert not any(r.done() for r in retries), [r.result() for r in retries if r.done()]
-        RELEASE.set()
-        done = await first
-        assert (done.code, done.replayed) == ("ok", False), done
-        for again in await asyncio.gather(*retries):
-            assert (again.code, again.replayed) == ("ok", True), again
-        assert (await c.get(a.approval_id, AGENT)).status == "executed"
-        service.clock = lambda: float(a.expires_at.seconds + 1000)  # long after, the grant too
-        for fields in ({"approval_grant": grant}, {"approval_id": a.approval_id}):
-            assert (await c.call("held_write", ARGS, **fields)).code == "invalid_approval"
-        assert calls_recorded(Path(running.app.config.data_path) / "sandbox", "held_write") == 1
+        yield running, c, a, grant, first
+        RELEASE.set()  # whatever the test did: the call ends before the gateway stops
 
 
-async def test_a_request_expired_under_its_running_grant_is_recorded_executed(tmp_path: Path) -> None:
+def _executions(running) -> int:
+    return calls_recorded(Path(running.app.config.data_path) / "sandbox", "held_write")
+
+
+async def test_a_request_whose_expiry_passes_while_its_grant_runs_ends_executed(held) -> None:
+    running, c, a, grant, first = held
+    service = running.app.approvals.service
+    service.clock = lambda: float(a.expires_at.seconds + 5)  # past the request's expiry, the grant's skew not
+    assert (await c.get(a.approval_id, APPROVER["alice"])).status == "approved"  # an approver's view: in use
+    retries = [asyncio.create_task(c.call("held_write", ARGS, **fields))  # they wait for the running call
+               for fields in ({"approval_grant": grant}, {"approval_id": a.approval_id})]
+    await asyncio.sleep(0.5)
+    assert not any(r.done() for r in retries), [r.result() for r in retries if r.done()]
+    RELEASE.set()
+    done = await first
+    assert (done.code, done.replayed) == ("ok", False), done
+    for again in await asyncio.gather(*retries):
+        assert (again.code, again.replayed) == ("ok", True), again
+    assert (await c.get(a.approval_id, AGENT)).status == "executed"
+    service.clock = lambda: float(a.expires_at.seconds + 1000)  # long after, the grant too
+    for fields in ({"approval_grant": grant}, {"approval_id": a.approval_id}):
+        assert (await c.call("held_write", ARGS, **fields)).code == "invalid_approval"
+    assert _executions(running) == 1
+
+
+async def test_a_request_expired_under_its_running_grant_is_recorded_executed(held) -> None:
     """A reader that looked for the grant's claim just before the call took it expires the request
     under the running call: a retry meanwhile is the opaque invalid_approval, and the call, once
     done, moves the request on to executed."""
-    global RELEASE
-    RELEASE = asyncio.Event()
-    async with serving(_config(tmp_path)) as (running, c):
-        service = running.app.approvals.service
-        a, grant = await _granted_near_expiry(running, c)
-        first = await _running(running, c, grant)
-        assert await service.store.transition_approval(a.approval_id, from_status=S.APPROVED,
-                                                       to_status=S.EXPIRED, now=service.clock())
-        for fields in ({"approval_grant": grant}, {"approval_id": a.approval_id}):
-            assert (await c.call("held_write", ARGS, **fields)).code == "invalid_approval"
-        RELEASE.set()
-        assert (await first).code == "ok"
-        assert (await c.get(a.approval_id, AGENT)).status == "executed"
-        again = await c.call("held_write", ARGS, approval_id=a.approval_id)  # the grant still lives: replayed
-        assert (again.code, again.replayed) == ("ok", True), again
-        assert calls_recorded(Path(running.app.config.data_path) / "sandbox", "held_write") == 1
+    running, c, a, grant, first = held
+    service = running.app.approvals.service
+    assert await service.store.transition_approval(a.approval_id, from_status=S.APPROVED,
+                                                   to_status=S.EXPIRED, now=service.clock())
+    for fields in ({"approval_grant": grant}, {"approval_id": a.approval_id}):
+        assert (await c.call("held_write", ARGS, **fields)).code == "invalid_approval"
+    RELEASE.set()
+    assert (await first).code == "ok"
+    assert (await c.get(a.approval_id, AGENT)).status == "executed"
+    again = await c.call("held_write", ARGS, approval_id=a.approval_id)  # the grant still lives: replayed
+    assert (again.code, again.replayed) == ("ok", True), again
+    assert _executions(running) == 1

@@ -25,12 +25,22 @@ def _flaky_decide(fail_at: int):
     return decide
 
 
-async def test_a_run_the_model_failed_is_resumed_to_its_end_and_its_write_runs_once(checkpoints):
+def _fake() -> FakeGateway:
     fake = FakeGateway()
     fake.add_tool("write", side_effect="write")
-    decide = _flaky_decide(fail_at=2)
+    return fake
+
+
+async def _interrupted(run_id: str, fail_at: int, checkpoints) -> tuple[FakeGateway, object]:
+    """A run of ``_flaky_decide(fail_at)`` that the model's failure stopped: (the gateway, decide)."""
+    fake, decide = _fake(), _flaky_decide(fail_at)
     with pytest.raises(ConnectionError):
-        await run_agent(AgentState(goal="g", run_id="r1"), decide, fake.async_client(), checkpoints=checkpoints)
+        await run_agent(AgentState(goal="g", run_id=run_id), decide, fake.async_client(), checkpoints=checkpoints)
+    return fake, decide
+
+
+async def test_a_run_the_model_failed_is_resumed_to_its_end_and_its_write_runs_once(checkpoints):
+    fake, decide = await _interrupted("r1", 2, checkpoints)
     with pytest.raises(ValueError, match="resume\\(\\) it"):
         await run_agent(AgentState(goal="g", run_id="r1"), decide, fake.async_client(), checkpoints=checkpoints)
     result = await resume("r1", decide, fake.async_client(), checkpoints=checkpoints)
@@ -39,19 +49,14 @@ async def test_a_run_the_model_failed_is_resumed_to_its_end_and_its_write_runs_o
 
 
 async def test_a_run_that_failed_before_its_first_step_is_resumed(checkpoints):
-    fake = FakeGateway()
-    fake.add_tool("write", side_effect="write")
-    decide = _flaky_decide(fail_at=1)
-    with pytest.raises(ConnectionError):
-        await run_agent(AgentState(goal="g", run_id="r2"), decide, fake.async_client(), checkpoints=checkpoints)
+    fake, decide = await _interrupted("r2", 1, checkpoints)
     result = await resume("r2", decide, fake.async_client(), checkpoints=checkpoints)
     assert result.stop_reason.value == "success"
     assert len(fake.executions("write")) == 1
 
 
 async def test_a_stopped_run_is_still_returned_as_it_was(checkpoints):
-    fake = FakeGateway()
-    fake.add_tool("write", side_effect="write")
+    fake = _fake()
     first = await run_agent(AgentState(goal="g", run_id="r3"), _flaky_decide(fail_at=0), fake.async_client(),
                             checkpoints=checkpoints)
     again = await resume("r3", _flaky_decide(fail_at=1), fake.async_client(), checkpoints=checkpoints)

@@ -7,7 +7,9 @@ A bundle is a folder of ``.rego`` files (searched recursively) and ``data.json``
 regorus resolves function calls lazily, during evaluation, so a policy calling a builtin
 regorus lacks would load fine and then fail on the first call that reaches it. We refuse
 such a bundle at load time instead: every call site in the AST is probed once against an
-empty engine and a missing builtin raises ``PolicyLoadError`` naming it.
+empty engine and a missing builtin raises ``PolicyLoadError`` naming it. Unsafe variables
+are likewise found only when regorus first evaluates; ``check_variables`` makes that happen
+at load time.
 """
 
 from __future__ import annotations
@@ -85,8 +87,9 @@ def compile_bundle(bundle: Bundle) -> OwnedEngine:
     thread (``policies._owned``: no frame here keeps the bare engine).
 
     Raises ``PolicyLoadError`` (file:line: message) on a parse error, on definitions OPA would
-    refuse to compile together (``policies._conflicts``), and naming the builtin when the policy
-    calls one regorus does not implement.
+    refuse to compile together (``policies._conflicts``), naming the builtin when the policy
+    calls one regorus does not implement, and on a variable OPA would call unsafe or assigned
+    twice (``check_variables``).
     """
     free_strays()
     owned = OwnedEngine()
@@ -104,6 +107,7 @@ def compile_bundle(bundle: Bundle) -> OwnedEngine:
     for problem in conflicts(modules, bundle.data):  # what OPA refuses to compile is refused here too
         raise PolicyLoadError(problem)
     check_builtins(owned, modules)
+    check_variables(owned)
     return owned
 
 
@@ -127,6 +131,22 @@ def check_builtins(owned: OwnedEngine, modules: list[dict[str, Any]] | None = No
                     f"{module['source']['file']}:{line}: builtin {name} is not implemented by the embedded "
                     f"engine (regorus); rewrite the rule without it or set policy.engine: opa"
                 )
+
+
+def check_variables(owned: OwnedEngine) -> None:
+    """Raise ``PolicyLoadError`` if a rule body uses a variable nothing binds, or assigns one twice.
+
+    regorus finds these when it first evaluates anything, not when it loads a policy, and then
+    fails every evaluation (every call denied, ``policy_unavailable``) where OPA refuses the
+    bundle at compile time (``rego_unsafe_var_error``, ``var x assigned above``). A trivial query
+    runs that analysis over every module now, without evaluating any rule. OPA refuses more
+    than this finds (an unsafe variable under ``not``, in a function's or an ``else``'s head;
+    recursion; type errors): regorus fails closed on those when a call reaches them.
+    """
+    try:
+        owned.engine.eval_query("true")
+    except Exception as exc:  # regorus raises RuntimeError with a rendered message
+        raise PolicyLoadError(describe_engine_error(exc)) from exc
 
 
 def describe_engine_error(exc: BaseException, fallback: str = "") -> str:

@@ -9,7 +9,7 @@ regorus lacks would load fine and then fail on the first call that reaches it. W
 such a bundle at load time instead: every call site in the AST is probed once against an
 empty engine and a missing builtin raises ``PolicyLoadError`` naming it. Unsafe variables
 are likewise found only when regorus first evaluates; ``check_variables`` makes that happen
-at load time.
+at load time. Variables only under ``not`` regorus never refuses (``policies._negation``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ from typing import Any
 import regorus
 import yaml
 
+from policies._ast import import_aliases, package_name, ref_name
 from policies._conflicts import conflicts
 from policies._errors import PolicyLoadError
+from policies._negation import unsafe_negations
 from policies._owned import OwnedEngine, free_strays
 
 _DATA_NAMES = {"data.json", "data.yaml", "data.yml"}
@@ -89,7 +91,7 @@ def compile_bundle(bundle: Bundle) -> OwnedEngine:
     Raises ``PolicyLoadError`` (file:line: message) on a parse error, on definitions OPA would
     refuse to compile together (``policies._conflicts``), naming the builtin when the policy
     calls one regorus does not implement, and on a variable OPA would call unsafe or assigned
-    twice (``check_variables``).
+    twice (``check_variables``), or that appears only under ``not`` (``policies._negation``).
     """
     free_strays()
     owned = OwnedEngine()
@@ -108,6 +110,8 @@ def compile_bundle(bundle: Bundle) -> OwnedEngine:
         raise PolicyLoadError(problem)
     check_builtins(owned, modules)
     check_variables(owned)
+    for problem in unsafe_negations(modules):  # regorus would evaluate ``not p[x]`` as false
+        raise PolicyLoadError(problem)
     return owned
 
 
@@ -118,9 +122,9 @@ def check_builtins(owned: OwnedEngine, modules: list[dict[str, Any]] | None = No
         modules = json.loads(owned.engine.get_ast_as_json())
     functions: dict[str, set[str]] = {}  # package -> its functions, as called from inside it
     for module in modules:
-        functions.setdefault(_package(module), set()).update(_function_names(module["ast"]))
+        functions.setdefault(package_name(module), set()).update(_function_names(module["ast"]))
     for module in modules:
-        local, aliases = functions[_package(module)], _import_aliases(module)
+        local, aliases = functions[package_name(module)], import_aliases(module)
         for name, arity, line in _calls(module["ast"]):
             # a user function is called by its name in its own package, through an import, or by
             # data.<path>; any other name is a builtin, whatever functions elsewhere are called
@@ -181,7 +185,7 @@ def _calls(node: Any) -> list[tuple[str, int, int]]:
         if isinstance(item, dict):
             call = item.get("Call")
             if isinstance(call, dict):
-                name = _ref_name(call.get("fcn"))
+                name = ref_name(call.get("fcn"))
                 if name:
                     found.append((name, len(call.get("params") or []), call["span"]["line"]))
             stack.extend(item.values())
@@ -195,36 +199,8 @@ def _function_names(ast: dict[str, Any]) -> set[str]:
     for rule in ast.get("rules", []):
         head = (rule.get("Spec") or {}).get("head") or {}
         if "Func" in head:
-            names.add(_ref_name(head["Func"].get("refr")) or "")
+            names.add(ref_name(head["Func"].get("refr")) or "")
     return names - {""}
-
-
-def _package(module: dict[str, Any]) -> str:
-    return _ref_name(module["ast"]["package"]["refr"]) or ""
-
-
-def _import_aliases(module: dict[str, Any]) -> set[str]:
-    """The names a module's imports bind: ``import data.a.b`` binds ``b``, ``... as x`` binds ``x``."""
-    source = module["source"]["contents"].encode()
-    aliases = set()
-    for imp in module["ast"].get("imports", []):
-        alias = imp.get("as")
-        if alias:  # a span (byte offsets) in the source, not the name
-            aliases.add(source[alias["start"] : alias["end"]].decode())
-        else:
-            aliases.add((_ref_name(imp.get("refr")) or "").rsplit(".", 1)[-1])
-    return aliases - {""}
-
-
-def _ref_name(ref: Any) -> str | None:
-    if not isinstance(ref, dict):
-        return None
-    if "Var" in ref:
-        return ref["Var"]["value"]
-    if "RefDot" in ref:
-        base = _ref_name(ref["RefDot"]["refr"])
-        return f"{base}.{ref['RefDot']['field'][1]}" if base else None
-    return None
 
 
 def _hidden(path: Path, root: Path) -> bool:

@@ -63,8 +63,8 @@ def _add_check(verbs: argparse._SubParsersAction) -> None:
         description="Load DIR as the embedded engine would (tests excluded) and report parse errors, bad "
         "data files, definitions OPA would refuse to compile together (two defaults for one rule, a function "
         "and a rule of one name, a data file holding a document where a rule is defined), builtins the "
-        "embedded engine does not implement, and rule bodies using a variable nothing binds or assigning one "
-        "twice. Exit code 0 when it loads.",
+        "embedded engine does not implement, rule bodies using a variable nothing binds or assigning one "
+        "twice, and variables that appear only under `not`. Exit code 0 when it loads.",
     )
     check.add_argument("dir", metavar="DIR", type=Path, help="the policy bundle folder")
     check.set_defaults(func=run_check)

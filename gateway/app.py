@@ -32,16 +32,26 @@ SWEEP_INTERVAL_SECONDS = 600.0
 class GatewayApp:
     def __init__(self, config: Config, *, engine: PolicyEngine | None = None, worker: int | None = None) -> None:
         self.config = config
+        self.worker = worker
+        """This process's index among ``workers: N`` (``gateway.workers``), else None."""
+        self._engine = engine
         config.data_path.mkdir(parents=True, exist_ok=True)
         audit_path = config.audit_path if worker is None else worker_audit_path(config.audit_path, worker)
         key = config.audit_signing_key_path
         self.audit = AuditLog(audit_path, fsync=config.audit.fsync, gateway_id=config.gateway_id,
                               rotate_bytes=config.audit.rotate_bytes, signer=load_signer(key) if key else None)
+        try:
+            self._build(config)
+        except BaseException:  # the log holds its lock until closed (gateway.audit_file.lock_log)
+            self.audit.close()
+            raise
+
+    def _build(self, config: Config) -> None:
         self.authenticator = Authenticator(config.identities)
         self.refusals = RefusalAudit(self.audit)
         """Refusals of callers that may hold no key: one flood allowance for the server (``gateway.auth``)."""
         self.tools = ToolRegistry(config.tools)
-        self.engine = engine or build_engine(config)
+        self.engine = self._engine or build_engine(config)
         self.store = open_store(config)
         self.claims = ExecutionClaims(self.store)
         self.executor = build_execute_stage(config, self.store)

@@ -9,6 +9,7 @@ last whole record, sets aside a torn last line or a log cut before its head (see
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
@@ -37,7 +38,15 @@ class ChainedFile:
         self.path = path
         self.fsync = fsync
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.torn = _set_aside_torn_tail(path, fsync)
+        self._lock_fd = lock_log(path)  # first: a second writer would set aside the first one's lines
+        try:
+            self._open(path)
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+
+    def _open(self, path: Path) -> None:
+        self.torn = _set_aside_torn_tail(path, self.fsync)
         """When the log ended in a partial line: where that line was moved, for a record."""
         self.set_aside = _set_aside_if_cut(path)
         """When the log ended before its head, or its head was not one: what was moved aside, for
@@ -153,6 +162,37 @@ class ChainedFile:
         finally:
             self._file.close()
             os.close(self._head_fd)
+            os.close(self._lock_fd)  # last: no other writer may start before the log is flushed
+
+
+class AuditLogInUse(OSError):
+    """Another process (or another log object in this one) already writes this audit log."""
+
+
+def lock_log(path: Path) -> int:
+    """A descriptor of ``<log>.lock`` holding an exclusive lock, released when it is closed or the
+    process ends however it ends; ``AuditLogInUse`` when another holds it.
+
+    One log, one writer: two gateways started on one data dir would each number their records
+    from the same head, so the chain they write together verifies as broken, and each start
+    would set aside the other's last line as torn. The lock file never rotates and holds only
+    the pid of its holder, for this error's message."""
+    fd, _ = open_regular(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)  # a FIFO: refused
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        raise AuditLogInUse(
+            f"the audit log {path} is in use by another gateway process{f' (pid {holder})' if holder.isdigit() else ''}; "
+            "each gateway, and each of its workers, needs its own audit log: stop the other one, or give this one "
+            "another data dir (TOOLGATE_DATA_DIR) or audit.path") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
 def _tail_state(path: Path) -> tuple[int, str]:

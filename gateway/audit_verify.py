@@ -291,7 +291,8 @@ _SET_ASIDE = re.compile(r"^(?P<log>.+)\.(?P<kind>cut|torn)-[0-9]+(?:-[0-9]+)?\Z"
 def companion_reason(path: str | Path) -> str:
     """Why ``path`` is a file the writer keeps beside a log, not a segment of it ("" when it is
     none): a name ``<log>.cut-<ns>[-<n>]`` or ``<log>.torn-<ns>[-<n>]`` (evidence set aside at a
-    start, ``gateway.audit``), their ``.head``, or ``<log>.head`` beside an existing ``<log>``."""
+    start, ``gateway.audit``), their ``.head``, ``<log>.head`` beside an existing ``<log>``, or
+    ``<log>.lock`` (``gateway.audit_file.lock_log``)."""
     path = Path(path)
     name = path.name
     head = name.endswith(".head") and len(name) > len(".head")
@@ -305,6 +306,8 @@ def companion_reason(path: str | Path) -> str:
                 f"{kept['log']} names it): not a record")
     if head and path.with_name(name[:-len(".head")]).is_file():
         return f"the head of {name[:-len('.head')]}: checked with that log"
+    if name.endswith(".lock") and len(name) > len(".lock"):
+        return f"the lock file of {name[:-len('.lock')]} (its writer's pid): not a record"
     return ""
 
 

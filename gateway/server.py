@@ -35,12 +35,27 @@ log = structlog.get_logger("toolgate.server")
 
 async def create_server(config: Config, address: str | None = None, *, app: GatewayApp | None = None):
     """Build and start a server; ``address`` may use port 0. Returns (server, port, app)."""
-    app = app or GatewayApp(config)
+    if app is not None:
+        return await _start(config, address, app)
+    app = GatewayApp(config)
+    try:
+        return await _start(config, address, app)
+    except BaseException:
+        await app.close(grace=0)  # its audit log's lock too: another start in this process may take it
+        raise
+
+
+async def _start(config: Config, address: str | None, app: GatewayApp):
     metrics.configure(config, store=app.store)  # observability: both off unless config.observability
     tracing.configure(config)
     # no maximum_concurrent_rpcs: it would count the streams anyone may hold open (gateway.edge_limits)
     server = grpc.aio.server(
-        options=[("grpc.max_receive_message_length", config.limits.max_args_bytes * 2 + 65536)],
+        options=[
+            ("grpc.max_receive_message_length", config.limits.max_args_bytes * 2 + 65536),
+            # gRPC binds with SO_REUSEPORT unless told not to: a second gateway on a port in use
+            # would start and take half its connections. Only workers share a port (gateway.workers).
+            ("grpc.so_reuseport", 0 if app.worker is None else 1),
+        ],
     )
     refusals = app.refusals  # of callers that may hold no key: one allowance for the server
     # every toolgate.v1 method authenticates
@@ -90,20 +105,26 @@ def _add_approvals(server: AuthenticatedServer, app: GatewayApp) -> None:
 
 
 def _bind(server: grpc.aio.Server, config: Config, address: str) -> int:
-    if config.tls is None:
-        port = server.add_insecure_port(address)
-    else:
-        tls = config.tls
-        ca = Path(config.resolve(tls.client_ca_file)).read_bytes() if tls.client_ca_file else None
-        creds = grpc.ssl_server_credentials(
-            [(_tls_key(config.resolve(tls.key_file)), config.resolve(tls.cert_file).read_bytes())],
-            root_certificates=ca,
-            require_client_auth=ca is not None,
-        )
-        port = server.add_secure_port(address, creds)
+    try:
+        port = _add_port(server, config, address)
+    except RuntimeError:  # grpcio's "Failed to bind": the reason is only in its core log
+        port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {address}")
+        raise OSError(f"cannot listen on {address} (is the port in use, or the address not this machine's?)")
     return port
+
+
+def _add_port(server: grpc.aio.Server, config: Config, address: str) -> int:
+    if config.tls is None:
+        return server.add_insecure_port(address)
+    tls = config.tls
+    ca = Path(config.resolve(tls.client_ca_file)).read_bytes() if tls.client_ca_file else None
+    creds = grpc.ssl_server_credentials(
+        [(_tls_key(config.resolve(tls.key_file)), config.resolve(tls.cert_file).read_bytes())],
+        root_certificates=ca,
+        require_client_auth=ca is not None,
+    )
+    return server.add_secure_port(address, creds)
 
 
 def _tls_key(path: Path) -> bytes:
@@ -119,7 +140,11 @@ def _tls_key(path: Path) -> bytes:
 async def serve(config: Config, address: str | None = None, *, ready=None, worker: int | None = None) -> None:
     """Run until SIGINT/SIGTERM; SIGHUP reloads the policy. ``worker``: see gateway.workers."""
     app = GatewayApp(config, worker=worker)
-    server, port, app = await create_server(config, address, app=app)
+    try:
+        server, port, app = await create_server(config, address, app=app)
+    except BaseException:
+        await app.close(grace=0)
+        raise
     host = (address or config.listen).rsplit(":", 1)[0]
     if ready is not None:
         ready(f"{host}:{port}")

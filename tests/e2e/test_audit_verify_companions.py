@@ -45,8 +45,9 @@ def test_verify_of_a_glob_skips_the_files_kept_beside_the_log(capsys, log_with_e
     code, lines, err = verify(capsys, *files)
     assert code == 0, "\n".join(lines) + err
     by_file = {line.split(": ", 1)[0]: line.split(": ", 2)[1] for line in lines}
-    companions = {str(f) for f in files if f.name.endswith(".head") or ".cut-" in f.name or ".torn-" in f.name}
-    assert len(companions) == 4  # the head, the cut log and its head, the torn line
+    companions = {str(f) for f in files
+                  if f.name.endswith((".head", ".lock")) or ".cut-" in f.name or ".torn-" in f.name}
+    assert len(companions) == 5  # the head, the cut log and its head, the torn line, the writer's lock
     assert {f for f, verdict in by_file.items() if verdict == "skipped"} == companions
     assert {f for f, verdict in by_file.items() if verdict == "ok"} == {str(f) for f in files} - companions
     assert len(lines) == len(files) and "BROKEN" not in "\n".join(lines)

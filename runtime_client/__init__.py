@@ -11,7 +11,7 @@ from runtime_client._client import AsyncGatewayClient, GatewayClient
 from runtime_client._context import Context, ContextConfig, OmittedMemory, build_context
 from runtime_client._decisions import Answer, AskHuman, Decision, Stop, ToolCall, ToolCalls, parse_decision
 from runtime_client._errors import (
-    ApprovalError, ApprovalTimeoutError, AuthenticationError, CheckpointError,
+    ApprovalError, ApprovalNotFoundError, ApprovalTimeoutError, AuthenticationError, CheckpointError,
     CheckpointNotFoundError, ClientClosedError, GatewayTimeoutError, GrantUnavailableError,
     MalformedRequestError, ModelOutputError, ToolgateClientError, TransportError,
 )
@@ -29,7 +29,7 @@ from runtime_client._types import (
 )
 
 __all__ = sorted([
-    "AgentRun", "AgentState", "Answer", "Approval", "ApprovalError", "ApprovalEvent",
+    "AgentRun", "AgentState", "Answer", "Approval", "ApprovalError", "ApprovalEvent", "ApprovalNotFoundError",
     "ApprovalRequired", "ApprovalTimeoutError", "AskHuman", "AsyncGatewayClient", "AsyncTransport",
     "AuthenticationError", "CheckpointError", "CheckpointNotFoundError", "CheckpointStore", "ClientClosedError",
     "Context", "ContextConfig", "Decision", "END", "ErrorInfo", "EvalResult", "Event", "EventLog",

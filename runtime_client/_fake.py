@@ -19,7 +19,7 @@ from typing import Any
 
 from gateway.arguments import SchemaValidator, args_hash  # the gateway's: RFC 8785, as approvals bind to
 
-from runtime_client._errors import GatewayTimeoutError, TransportError
+from runtime_client._errors import ApprovalNotFoundError, GatewayTimeoutError, TransportError
 from runtime_client._types import (
     Approval, ApprovalEvent, ApprovalRequired, EvidenceRequired, ExecuteRequest, Observation,
     Provenance, Refused, Risk, ToolResult, ToolSpec, FieldError, ErrorInfo,
@@ -148,7 +148,8 @@ class FakeGateway:
         try:
             return self._approvals[approval_id]
         except KeyError:
-            raise TransportError(f"gateway NOT_FOUND: {approval_id}", status="NOT_FOUND") from None
+            raise ApprovalNotFoundError(f"gateway NOT_FOUND: {approval_id}",
+                                        approval_id=approval_id) from None
 
     def prepare(self, req: ExecuteRequest) -> ToolResult | _Ticket:
         """Everything before execution; returns a final result or a ticket to run."""

@@ -14,7 +14,7 @@ import grpc
 
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
-from runtime_client._errors import TransportError
+from runtime_client._errors import ApprovalNotFoundError, TransportError
 from runtime_client._fake import FakeGateway
 from runtime_client._types import (
     Approval, ApprovalRequired, EvidenceRequired, ExecuteRequest, Observation, Refused, ToolResult,
@@ -85,8 +85,11 @@ class _Servicer(pb_grpc.ToolGatewayServicer, pb_grpc.ApprovalsServicer):
         await self._auth(context)
         try:
             return _approval_pb(self.fake.get_approval(request.approval_id))
-        except TransportError:
+        except ApprovalNotFoundError:
             await context.abort(grpc.StatusCode.NOT_FOUND, "no such approval")
+            raise
+        except TransportError as exc:  # the fake is set unavailable
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
             raise
 
     async def Watch(self, request: Any, context: Any) -> AsyncIterator[pb.ApprovalEvent]:

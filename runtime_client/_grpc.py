@@ -22,6 +22,7 @@ import grpc
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from runtime_client._errors import (
+    ApprovalNotFoundError,
     AuthenticationError,
     ClientClosedError,
     GatewayTimeoutError,
@@ -47,6 +48,9 @@ from runtime_client._types import (
 
 # ---------------------------------------------------------------- proto -> domain
 
+MALFORMED_RESPONSE = "malformed_response"
+"""``TransportError.code`` of a response that reached the client but cannot be read."""
+
 
 def _json(raw: bytes | str, default: Any = None) -> Any:
     if not raw:
@@ -54,7 +58,8 @@ def _json(raw: bytes | str, default: Any = None) -> Any:
     try:
         return json.loads(raw)
     except (ValueError, RecursionError) as exc:  # also invalid UTF-8; nested past the parser's depth
-        raise TransportError(f"gateway sent a malformed response: {type(exc).__name__}: {exc}") from exc
+        raise TransportError(f"gateway sent a malformed response: {type(exc).__name__}: {exc}",
+                             code=MALFORMED_RESPONSE) from exc
 
 
 def _time(ts: Any) -> datetime | None:
@@ -63,7 +68,7 @@ def _time(ts: Any) -> datetime | None:
     try:
         return ts.ToDatetime(tzinfo=timezone.utc)
     except (ValueError, OverflowError) as exc:
-        raise TransportError(f"gateway sent a malformed response: {exc}") from exc
+        raise TransportError(f"gateway sent a malformed response: {exc}", code=MALFORMED_RESPONSE) from exc
 
 
 def tool_from_proto(msg: pb.ToolInfo) -> ToolSpec:
@@ -121,7 +126,7 @@ def _outcome(msg: pb.ToolCallResponse) -> Any:
     if kind == "evidence_required":
         e = msg.evidence_required
         return EvidenceRequired(tuple(e.missing), tuple(e.reasons))
-    raise TransportError("gateway response carries no outcome")
+    raise TransportError("gateway response carries no outcome", code=MALFORMED_RESPONSE)
 
 
 def result_from_proto(tool: str, msg: pb.ToolCallResponse) -> ToolResult:
@@ -200,22 +205,28 @@ def request_to_proto(req: ExecuteRequest) -> pb.ToolCallRequest:
 _AUTH = {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED}
 
 
-def _translate(exc: grpc.RpcError) -> ToolgateClientError:
+def _translate(exc: grpc.RpcError, approval_id: str | None = None) -> ToolgateClientError:
+    """``exc`` as a client error. ``approval_id``: the call was about that approval (Get,
+    Watch), so NOT_FOUND means the gateway has none this caller may see: no transport failure,
+    and asking again will not find it."""
     code = exc.code() if hasattr(exc, "code") else None
     detail = exc.details() if hasattr(exc, "details") else str(exc)
     name = code.name if code is not None else "UNKNOWN"
     message = f"gateway {name}: {detail}"
     if code in _AUTH:
-        return AuthenticationError(message)
+        return AuthenticationError(message, status=name)
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return MalformedRequestError(message)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return GatewayTimeoutError(message, status=name)
+    if code == grpc.StatusCode.NOT_FOUND and approval_id is not None:
+        return ApprovalNotFoundError(f"no approval {approval_id!r} at the gateway for this caller "
+                                     f"({message})", approval_id=approval_id)
     return TransportError(message, status=name)
 
 
 @contextmanager
-def _translated(transport: GrpcTransport) -> Iterator[None]:
+def _translated(transport: GrpcTransport, approval_id: str | None = None) -> Iterator[None]:
     """One call on ``transport``'s channel, refused once it is closed; gRPC errors translated.
     A call cut off by ``close()`` (CANCELLED "Channel closed!") is a ``ClientClosedError``."""
     if transport._closed:
@@ -223,7 +234,7 @@ def _translated(transport: GrpcTransport) -> Iterator[None]:
     try:
         yield
     except grpc.RpcError as exc:
-        raise (ClientClosedError() if transport._closed else _translate(exc)) from exc
+        raise (ClientClosedError() if transport._closed else _translate(exc, approval_id)) from exc
     except ValueError as exc:  # grpc: "Cannot invoke RPC on closed channel!" (close() raced the call)
         if transport._closed:
             raise ClientClosedError() from exc
@@ -231,7 +242,7 @@ def _translated(transport: GrpcTransport) -> Iterator[None]:
 
 
 @asynccontextmanager
-async def _atranslated(transport: AsyncGrpcTransport) -> AsyncIterator[None]:
+async def _atranslated(transport: AsyncGrpcTransport, approval_id: str | None = None) -> AsyncIterator[None]:
     """As ``_translated``, for ``grpc.aio``: a closed channel raises ``UsageError`` and cancels
     the calls in flight (``CancelledError`` though the task was not cancelled)."""
     if transport._closed:
@@ -239,7 +250,7 @@ async def _atranslated(transport: AsyncGrpcTransport) -> AsyncIterator[None]:
     try:
         yield
     except grpc.RpcError as exc:
-        raise (ClientClosedError() if transport._closed else _translate(exc)) from exc
+        raise (ClientClosedError() if transport._closed else _translate(exc, approval_id)) from exc
     except grpc.aio.UsageError as exc:
         raise (ClientClosedError() if transport._closed
                else TransportError(f"gRPC usage error: {exc}")) from exc
@@ -318,13 +329,13 @@ class GrpcTransport:
         return result_from_proto(request.tool, resp)
 
     def get_approval(self, approval_id: str) -> Approval:
-        with _translated(self):
+        with _translated(self, approval_id):
             msg = self._approvals.Get(pb.GetApprovalRequest(approval_id=approval_id), **self._opts())
         return approval_from_proto(msg)
 
     def watch_approval(self, approval_id: str, *, timeout: float) -> Iterator[ApprovalEvent]:
         req = pb.WatchApprovalsRequest(approval_id=approval_id, include_current=True)
-        with _translated(self):
+        with _translated(self, approval_id):
             for msg in self._approvals.Watch(req, **self._opts(timeout)):
                 yield event_from_proto(msg)
 
@@ -371,14 +382,14 @@ class AsyncGrpcTransport:
         return result_from_proto(request.tool, resp)
 
     async def get_approval(self, approval_id: str) -> Approval:
-        async with _atranslated(self):
+        async with _atranslated(self, approval_id):
             msg = await self._approvals.Get(
                 pb.GetApprovalRequest(approval_id=approval_id), **self._opts())
         return approval_from_proto(msg)
 
     async def watch_approval(self, approval_id: str, *, timeout: float) -> AsyncIterator[ApprovalEvent]:
         req = pb.WatchApprovalsRequest(approval_id=approval_id, include_current=True)
-        async with _atranslated(self):
+        async with _atranslated(self, approval_id):
             call = self._approvals.Watch(req, **self._opts(timeout))
             try:
                 async for msg in call:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +53,43 @@ BLOCKING_CODES = frozenset({"rate_limited", "concurrency_limited", "approval_pen
 on by itself (a limit, a pending approval, an expired one or its grant: a new run asks again)."""
 MAX_SHOWN_INPUT = 300
 """Characters of a call's input quoted back to the model in a ``not_run`` note."""
+MAX_FIELD_ERRORS = 10
+"""The gateway's field errors of a refusal shown to the model (the rest counted)."""
+MAX_FIELD_ERROR_CHARS = 200
+"""Characters of one field error's path, and of its message, shown to the model."""
+MAX_REJECTION_REASON = 500
+"""Characters of an approver's rejection reason shown to the model."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def _one_line(text: str, limit: int) -> str:
+    """``text`` on one line (control characters and line breaks as a space), cut to ``limit``."""
+    text = _CONTROL.sub(" ", text)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _field_errors(o: Refused) -> tuple[list[dict[str, str]], str]:
+    """The refusal's field errors, capped, for the observation's data and the model's note.
+
+    They are the gateway's words on the call's arguments (the JSON pointer of each bad value
+    and what is wrong with it), the model needs them to correct its arguments. A message may
+    quote an argument value, so each is kept to one line and cut."""
+    shown = [{"path": _one_line(e.path or "/", MAX_FIELD_ERROR_CHARS),
+              "message": _one_line(e.message, MAX_FIELD_ERROR_CHARS)}
+             for e in o.field_errors[:MAX_FIELD_ERRORS]]
+    if not shown:
+        return [], ""
+    more = len(o.field_errors) - len(shown)
+    lines = "".join(f"\n  - {e['path']}: {e['message']}" for e in shown)
+    tail = f"\n  … and {more} more" if more > 0 else ""
+    return shown, f"\nfield errors reported by the gateway:{lines}{tail}"
+
+
+def _quoted_reason(reason: str) -> str:
+    """An approver's rejection reason, cut and quoted as a JSON string (its quotes and line
+    breaks escaped): free text someone wrote, shown as such, never as the runtime's words."""
+    cut = reason if len(reason) <= MAX_REJECTION_REASON else reason[:MAX_REJECTION_REASON] + "…"
+    return json.dumps(cut, ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,9 +318,14 @@ class _Runner:
 
     def _refused(self, step: int, call: ToolCall, decision_id: str, o: Refused) -> Halt:
         summary = f"{call.name} refused: {o.code}" + (f" ({'; '.join(o.reasons)})" if o.reasons else "")
+        data: dict[str, Any] = {"reasons": list(o.reasons)}
+        field_errors, shown = _field_errors(o)
+        if field_errors:
+            data["field_errors"] = field_errors
+            data["field_errors_total"] = len(o.field_errors)
         self.observe(step, "tool", summary, tool=call.name, code=o.code, status="refused",
-                     decision_id=decision_id, data={"reasons": list(o.reasons)})
-        self.log.record("message_added", role="assistant", content=f"[runtime] {summary}")
+                     decision_id=decision_id, data=data)
+        self.log.record("message_added", role="assistant", content=f"[runtime] {summary}{shown}")
         reason = StopReason.BLOCKED if o.code in BLOCKING_CODES else StopReason.REFUSED
         return Halt(reason, {"code": o.code})
 
@@ -335,9 +379,9 @@ class _Runner:
             approvals.append((pending, approval))
         self.log.record("resumed")
         step = self.state.steps
-        denied = [(p, a.status) for p, a in approvals if a.status not in GRANTED_STATUSES]
+        denied = [(p, a) for p, a in approvals if a.status not in GRANTED_STATUSES]
         if denied:
-            self.settle(step, [self._not_granted(p, status) for p, status in denied])
+            self.settle(step, [self._not_granted(p, a) for p, a in denied])
         else:
             self.settle(step, [await self._redeem_one(p, a) for p, a in approvals])
         return True
@@ -368,11 +412,21 @@ class _Runner:
         self.checkpoint()
         return halt
 
-    def _not_granted(self, pending: PendingApproval, status: str) -> Halt:
+    def _not_granted(self, pending: PendingApproval, approval: Approval) -> Halt:
+        """A rejected or expired approval. The approver's reason, if any, is told to the model,
+        quoted and cut (``MAX_REJECTION_REASON``): someone's free text, not the runtime's words."""
+        status = approval.status
         self.log.record("approval_resolved", approval_id=pending.approval_id, status=status)
         code = f"approval_{status}"
-        self.observe(pending.step, "tool", f"{pending.tool}: approval {status}", tool=pending.tool,
-                     code=code, status="refused", data={"approval_id": pending.approval_id})
+        summary = f"{pending.tool}: approval {status}"
+        data: dict[str, Any] = {"approval_id": pending.approval_id}
+        if approval.rejection_reason:
+            quoted = _quoted_reason(approval.rejection_reason)
+            data["rejection_reason"] = approval.rejection_reason[:MAX_REJECTION_REASON]
+            summary += f"; the approver's reason (their words, quoted): {quoted}"
+        self.observe(pending.step, "tool", summary, tool=pending.tool,
+                     code=code, status="refused", data=data)
+        self.log.record("message_added", role="assistant", content=f"[runtime] {summary}")
         return Halt(StopReason.REFUSED if status == "rejected" else StopReason.BLOCKED, {"code": code})
 
 

@@ -5,7 +5,9 @@
 - ``runtime_client.adapters.mcp``: ``mcp_server`` → an MCP server any MCP client can list and call
 
 Every call still goes through the gateway; an approval-required or refused outcome is
-reported to the framework as a tool error it can show, never silently dropped. Each adapter
+reported to the framework as a tool error it can show, never silently dropped; so is a call the
+gateway could not answer (down, API key rejected, deadline passed: ``error_text``, with the
+client error's ``code`` such as ``unavailable`` or ``unauthenticated``). Each adapter
 remembers the approval id of a call awaiting approval (``ApprovalMemory``), so the same call
 with the same arguments, made again once approved, runs (once); identical calls made
 concurrently share that one approval request. A retry of a call whose answer never came carries
@@ -15,6 +17,6 @@ tool list in the LangChain and Agents SDK adapters (build one list per agent run
 conversation: the users of one list share its approvals).
 """
 
-from runtime_client.adapters._common import ApprovalMemory, CallText, call_text
+from runtime_client.adapters._common import ApprovalMemory, CallText, call_text, error_text
 
-__all__ = ["ApprovalMemory", "CallText", "call_text"]
+__all__ = ["ApprovalMemory", "CallText", "call_text", "error_text"]

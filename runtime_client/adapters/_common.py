@@ -18,12 +18,18 @@ to the gateway one at a time, so each sees what the one before it left in the me
 an approval is pending they all wait on that one request (no orphaned second request for
 the approver), and once it is approved exactly one of them runs; the next asks anew.
 Different calls still run in parallel.
+
+A call the gateway could not answer (it is down, the API key is rejected, a deadline passed)
+is no exception the framework must handle: ``call`` returns it as an error ``CallText`` with
+the client error's stable ``code`` (``unavailable``, ``unauthenticated``, ``deadline_exceeded``,
+...) and what to do about it (``error_text``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -31,8 +37,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import rfc8785
+
 from runtime_client._client import AsyncGatewayClient
 from runtime_client._context import label_untrusted, observation_flags, render_tool_output
+from runtime_client._errors import (
+    AuthenticationError, ClientClosedError, GatewayTimeoutError, MalformedRequestError,
+    ToolgateClientError, TransportError,
+)
 from runtime_client._types import ApprovalRequired, EvidenceRequired, Observation, Refused, ToolResult
 
 MAX_TEXT = 16_000
@@ -70,10 +82,12 @@ class ApprovalMemory:
     """Approval ids by (run id, tool, canonical arguments), newest last, at most ``limit``; and
     the idempotency keys of calls not yet answered, as many.
 
-    The key is only for lookup (sorted keys, compact JSON); the gateway itself re-checks the
-    grant's binding to the arguments' hash. An entry lives while the approval can still be used
-    (``KEEP_APPROVAL``) and is forgotten once the call returns anything else (executed, refused,
-    rejected, expired). ``turn(key)`` lets calls with the same key reach the gateway one at a time.
+    The key is the arguments' RFC 8785 canonical JSON, as the gateway hashes them for the
+    grant's binding (``{"amount": 400}`` and ``{"amount": 400.0}`` are one call there, so one
+    here); it is only for lookup: the gateway itself re-checks the grant's binding. An entry
+    lives while the approval can still be used (``KEEP_APPROVAL``) and is forgotten once the
+    call returns anything else (executed, refused, rejected, expired). ``turn(key)`` lets calls
+    with the same key reach the gateway one at a time.
     """
 
     def __init__(self, limit: int = MAX_REMEMBERED_APPROVALS) -> None:
@@ -105,13 +119,10 @@ class ApprovalMemory:
 
     @staticmethod
     def key(run_id: str, tool: str, args: dict[str, Any]) -> _Key | None:
-        """The lookup key, or None when ``args`` has no JSON form (the gateway refuses it)."""
-        try:
-            canonical = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                                   allow_nan=False)
-        except (TypeError, ValueError, RecursionError):
-            return None
-        return run_id, tool, canonical
+        """The lookup key, or None when ``args`` has no canonical JSON form (the gateway
+        refuses it)."""
+        canonical = canonical_args(args)
+        return None if canonical is None else (run_id, tool, canonical)
 
     def get(self, key: _Key | None) -> str:
         return self._ids.get(key, "") if key is not None else ""
@@ -142,6 +153,45 @@ class ApprovalMemory:
         return sent
 
 
+def canonical_args(args: Any) -> str | None:
+    """``args`` as RFC 8785 (JCS) canonical JSON, the form the gateway hashes (``args_hash``,
+    ``gateway.arguments.canonical_json``; not imported: it pulls in the schema validator), or
+    None when it has none. An integer past ±(2^53-1) is taken, as the gateway takes it, only when
+    its digits are the JCS text of a double."""
+    try:
+        return rfc8785.dumps(args).decode()
+    except rfc8785.IntegerDomainError:
+        try:
+            return rfc8785.dumps(_as_doubles(args)).decode()
+        except (rfc8785.CanonicalizationError, RecursionError, _NoDouble):
+            return None
+    except (rfc8785.CanonicalizationError, TypeError, ValueError, RecursionError):
+        return None
+
+
+class _NoDouble(ValueError):
+    pass
+
+
+def _as_doubles(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _as_doubles(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_doubles(v) for v in value]
+    if type(value) is int and abs(value) > _MAX_SAFE_INTEGER:
+        try:
+            double = float(value)
+        except OverflowError:
+            raise _NoDouble() from None
+        if rfc8785.dumps(double).decode() != str(value):
+            raise _NoDouble()
+        return double
+    return value
+
+
+_MAX_SAFE_INTEGER = 2**53 - 1
+
+
 def _put(entries: OrderedDict[_Key, str], key: _Key, value: str, limit: int) -> None:
     entries[key] = value
     entries.move_to_end(key)
@@ -168,6 +218,51 @@ async def execute(client: AsyncGatewayClient, memory: ApprovalMemory, tool: str,
         result = await client.execute(tool, args, run_id=run_id, **fields)
         memory.update(key, result)
     return result
+
+
+MAX_ERROR_DETAIL = 300
+"""Characters of a client error's own text (the gateway's or a proxy's words) in ``error_text``."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_RETRY_SAME = ("Retrying the same call with the same arguments is safe: it carries the same "
+               "idempotency key, so the gateway runs it at most once.")
+
+
+def error_text(exc: ToolgateClientError) -> CallText:
+    """A client error (no answer from the gateway) as the error text a framework shows its
+    model: ``gateway error (<code>): <what happened and what to do>. Detail: <the error's text>``.
+    ``code`` is ``exc.code``, e.g. ``unavailable``, ``unauthenticated``, ``deadline_exceeded``."""
+    code = getattr(exc, "code", "") or "client_error"
+    if isinstance(exc, AuthenticationError):
+        what = ("the gateway rejected this agent's credentials (API key or its role); the call was "
+                "NOT executed. Retrying will not help: the operator must fix the agent's API key "
+                "(TOOLGATE_API_KEY).")
+    elif isinstance(exc, ClientClosedError):
+        what = ("the adapter's gateway client is closed; the call was NOT executed. The host "
+                "application must create a new client.")
+    elif isinstance(exc, GatewayTimeoutError):
+        what = ("the gateway did not answer in time; the call may or may not have run. " + _RETRY_SAME)
+    elif isinstance(exc, MalformedRequestError):
+        what = "the gateway rejected the request as malformed; the call was NOT executed."
+    elif isinstance(exc, TransportError):
+        what = ("the toolgate gateway could not be reached or the connection failed; the call "
+                "may not have run. Wait and retry, or tell the user the gateway is unavailable. "
+                + _RETRY_SAME)
+    else:
+        what = "the call could not be completed."
+    detail = _CONTROL.sub(" ", str(exc))
+    detail = detail if len(detail) <= MAX_ERROR_DETAIL else detail[:MAX_ERROR_DETAIL] + "…"
+    return CallText(True, f"gateway error ({code}): {what} Detail: {detail}", code)
+
+
+async def call(client: AsyncGatewayClient, memory: ApprovalMemory, tool: str,
+               args: dict[str, Any], *, run_id: str = "") -> tuple[CallText, ToolResult | None]:
+    """``execute`` then ``call_text``: what the framework shows, and the gateway's result (None
+    when a client error, turned into ``error_text``, stood in for it)."""
+    try:
+        result = await execute(client, memory, tool, args, run_id=run_id)
+    except ToolgateClientError as exc:
+        return error_text(exc), None
+    return call_text(result), result
 
 
 def _observation_text(result: ToolResult, o: Observation) -> CallText:

@@ -1,7 +1,9 @@
 """LangChain adapter: gateway tools as ``StructuredTool``s (``pip install toolgate[langchain]``).
 
-The args schema is the tool's JSON Schema from ListTools. Refusals and approval pauses raise
-``ToolException`` with ``handle_tool_error=True``, so the agent sees them as tool output.
+The args schema is the tool's JSON Schema from ListTools. Refusals, approval pauses and calls
+the gateway could not answer (it is down, the API key is rejected: ``gateway error
+(unavailable): ...``) raise ``ToolException`` with ``handle_tool_error=True``, so the agent sees
+them as tool output (a ``ToolMessage`` with ``status="error"`` for a ToolCall input).
 The tools made by one ``langchain_tools`` call share an ``ApprovalMemory``: the same call
 with the same arguments, made again once approved, presents its approval and runs. So the
 list is the scope of approvals: build one per agent run or conversation, not one for many
@@ -20,7 +22,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from runtime_client._client import AsyncGatewayClient
 from runtime_client._types import ToolSpec
-from runtime_client.adapters._common import ApprovalMemory, call_text, execute
+from runtime_client.adapters._common import ApprovalMemory, call as call_gateway
 
 
 def langchain_tool(client: AsyncGatewayClient, spec: ToolSpec, *, run_id: str = "",
@@ -28,7 +30,7 @@ def langchain_tool(client: AsyncGatewayClient, spec: ToolSpec, *, run_id: str = 
     memory = approvals if approvals is not None else ApprovalMemory()
 
     async def call(**kwargs: Any) -> str:
-        text = call_text(await execute(client, memory, spec.name, kwargs, run_id=run_id))
+        text, _ = await call_gateway(client, memory, spec.name, kwargs, run_id=run_id)
         if text.is_error:
             raise ToolException(text.text)
         return text.text

@@ -2,7 +2,11 @@
 
 Any MCP client can list and call gateway tools through it; each call goes through the
 gateway. Approval-required, refusals and evidence requests come back as MCP tool errors
-(``isError=True``) with text the client can show, and the outcome code in ``_meta``.
+(``isError=True``) with text the client can show, and the outcome code in ``_meta``; so does a
+call the gateway could not answer (down, API key rejected), with the client error's code
+(``toolgate/code``: ``unavailable``, ``unauthenticated``, ...). A tool listing the gateway could
+not answer is an MCP error (``INTERNAL_ERROR``) whose message names the cause and whose data
+carries ``toolgate/code``.
 
 Each MCP session gets its own run id and its own ``ApprovalMemory``: the same call with the
 same arguments, made again in that session once approved, presents its approval and runs; an
@@ -25,13 +29,17 @@ from typing import Any
 try:
     from mcp import types
     from mcp.server import Server
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INTERNAL_ERROR
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 except ImportError as exc:  # pragma: no cover
     raise ImportError("runtime_client.adapters.mcp needs mcp: pip install 'toolgate[mcp]'") from exc
 
 from runtime_client._client import AsyncGatewayClient
+from runtime_client._errors import ToolgateClientError
 from runtime_client._types import ToolSpec
-from runtime_client.adapters._common import ApprovalMemory, call_text, execute
+from runtime_client.adapters._common import ApprovalMemory, error_text
+from runtime_client.adapters._common import call as call_gateway
 
 
 @dataclass(slots=True)
@@ -80,15 +88,22 @@ def mcp_server(client: AsyncGatewayClient, *, name: str = "toolgate",
         return own
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[_mcp_tool(t) for t in await client.list_tools()])
+        try:
+            tools = await client.list_tools()
+        except ToolgateClientError as exc:
+            # else the SDK logs the traceback and sends "Internal server error", the cause lost
+            text = error_text(exc)
+            raise MCPError(INTERNAL_ERROR, f"cannot list the gateway's tools: {text.text}",
+                           data={"toolgate/code": text.code}) from exc
+        return types.ListToolsResult(tools=[_mcp_tool(t) for t in tools])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         args = dict(params.arguments or {})
         own = scope(ctx)
-        result = await execute(client, own.memory, params.name, args, run_id=own.run_id)
-        text = call_text(result)
+        text, result = await call_gateway(client, own.memory, params.name, args, run_id=own.run_id)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text.text)], isError=text.is_error,
-            _meta={"toolgate/code": text.code, "toolgate/decision_id": result.decision_id})
+            _meta={"toolgate/code": text.code,
+                   "toolgate/decision_id": result.decision_id if result is not None else ""})
 
     return Server(name, on_list_tools=list_tools, on_call_tool=call_tool)

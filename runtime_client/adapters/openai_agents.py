@@ -1,7 +1,9 @@
 """OpenAI Agents SDK adapter: gateway tools as ``FunctionTool``s (``toolgate[openai-agents]``).
 
 Arguments arrive as the model's JSON text and are parsed strictly; outcomes other than a
-successful observation come back as error text the agent can act on. The tools made by one
+successful observation come back as error text the agent can act on, and so does a call the
+gateway could not answer (``gateway error (unavailable): ...``): ``on_invoke_tool`` never raises
+a client error. The tools made by one
 ``function_tools`` call share an ``ApprovalMemory``: the same call with the same arguments,
 made again once approved, presents its approval and runs. So the list is the scope of
 approvals: build one per agent run or conversation, not one ``Agent`` for many users (whose
@@ -22,7 +24,7 @@ from runtime_client._client import AsyncGatewayClient
 from runtime_client._errors import ModelOutputError
 from runtime_client._model import strict_json_object
 from runtime_client._types import ToolSpec
-from runtime_client.adapters._common import ApprovalMemory, call_text, execute
+from runtime_client.adapters._common import ApprovalMemory, call as call_gateway
 
 
 def function_tool(client: AsyncGatewayClient, spec: ToolSpec, *, run_id: str = "",
@@ -34,7 +36,8 @@ def function_tool(client: AsyncGatewayClient, spec: ToolSpec, *, run_id: str = "
             args = strict_json_object(args_json or "{}")
         except ModelOutputError as exc:
             return f"refused (invalid_arguments): {exc}"
-        return call_text(await execute(client, memory, spec.name, args, run_id=run_id)).text
+        text, _ = await call_gateway(client, memory, spec.name, args, run_id=run_id)
+        return text.text
 
     return FunctionTool(name=spec.name, description=spec.description or spec.name,
                         params_json_schema=spec.input_schema, on_invoke_tool=invoke,

@@ -233,7 +233,7 @@ class ExecuteStage:
         if self._rate is not None:
             limited = await self._rate.acquire(ctx.identity.tenant, tool, self._clock())
             if limited is not None:
-                return Refused(Code.RATE_LIMITED, (f"rate limit reached for {tool.name}",),
+                return Refused(Code.RATE_LIMITED, (f"rate limit reached for {tool.name}: {limited.limits}",),
                                retry_after_seconds=limited.retry_after)
         if not self._slots.try_acquire(tool):
             return Refused(Code.CONCURRENCY_LIMITED, (f"{tool.name} is at its concurrency limit",))

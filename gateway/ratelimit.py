@@ -27,6 +27,9 @@ class RateLimited:
     """Outcome: no token; retry after ``retry_after`` seconds (code ``rate_limited``)."""
 
     retry_after: float
+    limits: str = ""
+    """The limits the call was under, for the refusal's reason: which of them ran out is not
+    known here (the store takes every bucket's token or none)."""
 
 
 class RateLimiter:
@@ -52,7 +55,17 @@ class RateLimiter:
         if not buckets:
             return None
         wait = await self._store.take_tokens(buckets, now)
-        return RateLimited(retry_after=math.ceil(wait * 1000) / 1000) if wait > 0 else None
+        if wait <= 0:
+            return None
+        return RateLimited(retry_after=math.ceil(wait * 1000) / 1000, limits=self._limits(tenant, tool))
+
+    def _limits(self, tenant: str, tool: ToolConfig) -> str:
+        limits = []
+        if tool.rate_limit_per_minute:
+            limits.append(f"{tool.name}'s {tool.rate_limit_per_minute} calls a minute")
+        if self._tenant_per_minute:
+            limits.append(f"tenant {tenant}'s {self._tenant_per_minute} calls a minute over all tools")
+        return " or ".join(limits)
 
 
 class ConcurrencyLimiter:

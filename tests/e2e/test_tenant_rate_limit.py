@@ -21,6 +21,9 @@ async def test_a_tenant_over_its_budget_is_rate_limited_on_every_tool_and_others
         limited = await agent.call("echo", "{}")
         assert limited.code == "rate_limited", limited
         assert limited.refused.retry_after_seconds > 0
+        # the tenant's budget, not echo's own (echo has none): the reason must not blame the tool
+        assert list(limited.refused.reasons) == [
+            "rate limit reached for echo: tenant acme's 3 calls a minute over all tools"], limited
         assert (await agent.call("count_call", "{}")).code == "rate_limited"  # every tool of the tenant
         assert (await other.call("count_call", "{}")).code == "ok"  # another tenant has its own budget
     finally:

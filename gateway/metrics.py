@@ -97,7 +97,11 @@ def configure(config: Any, *, store: Any = None) -> int | None:
         from prometheus_client import start_http_server
 
         m = _Metrics()
-        server, _thread = start_http_server(settings.metrics_port, addr=settings.metrics_host, registry=m.registry)
+        try:
+            server, _thread = start_http_server(settings.metrics_port, addr=settings.metrics_host, registry=m.registry)
+        except OSError as exc:
+            raise OSError(exc.errno, f"observability.metrics_port: cannot listen on {settings.metrics_host}:"
+                          f"{settings.metrics_port}: {exc.strerror or exc}") from None
         m.port = server.server_port
         _m = m
         log.info("metrics_listening", host=settings.metrics_host, port=m.port)

@@ -8,6 +8,7 @@ hold no key), then UNIMPLEMENTED, as grpc itself would answer."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import stat
 from pathlib import Path
@@ -28,6 +29,7 @@ from gateway.codes import Code
 from gateway.config import Config
 from gateway.edge_limits import CappedStreams
 from gateway.key_files import KeyFileExposed, read_key_file
+from gateway.regular_files import open_regular
 from gateway.servicer import ToolGatewayServicer
 
 log = structlog.get_logger("toolgate.server")
@@ -118,13 +120,26 @@ def _add_port(server: grpc.aio.Server, config: Config, address: str) -> int:
     if config.tls is None:
         return server.add_insecure_port(address)
     tls = config.tls
-    ca = Path(config.resolve(tls.client_ca_file)).read_bytes() if tls.client_ca_file else None
+    ca = _tls_file("tls.client_ca_file", config.resolve(tls.client_ca_file)) if tls.client_ca_file else None
+    key = _tls_file("tls.key_file", config.resolve(tls.key_file), _tls_key)
     creds = grpc.ssl_server_credentials(
-        [(_tls_key(config.resolve(tls.key_file)), config.resolve(tls.cert_file).read_bytes())],
+        [(key, _tls_file("tls.cert_file", config.resolve(tls.cert_file)))],
         root_certificates=ca,
         require_client_auth=ca is not None,
     )
     return server.add_secure_port(address, creds)
+
+
+def _tls_file(setting: str, path: Path, read: Any = None) -> bytes:
+    """A TLS file's bytes; an OSError naming the setting and the file when it cannot be read."""
+    try:
+        if read is not None:
+            return read(path)
+        fd, _ = open_regular(path, os.O_RDONLY)  # a FIFO put in its place is refused, not waited on
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise OSError(exc.errno, f"{setting} {path}: {exc.strerror or exc}") from None
 
 
 def _tls_key(path: Path) -> bytes:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
@@ -141,9 +142,24 @@ def load_grant_keys(cfg: ApprovalsConfig, data_dir: Path, gateway_id: str, *, sh
         write_private_key(paths[0], Ed25519PrivateKey.generate())
     keys = []
     for path in paths:
-        key = load_private_key(_read_grant_key(path))
+        key = _grant_key(path)
         keys.append(SigningKey(f"grant-{key_thumbprint(key.public_key())}", key))
     return GrantKeys(keys, owner=gateway_id)
+
+
+def _grant_key(path: Path) -> Ed25519PrivateKey:
+    """One of ``approvals.grant_keys``; ValueError naming the setting and the file when it cannot be
+    read or is no unencrypted Ed25519 private key in PEM."""
+    try:
+        pem = _read_grant_key(path)
+    except OSError as exc:
+        raise ValueError(f"approvals.grant_keys: {path}: {exc.strerror or exc}") from None
+    try:
+        return load_private_key(pem)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        raise ValueError(f"approvals.grant_keys: {path} is not an unencrypted Ed25519 private key in PEM "
+                         f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); make one with "
+                         "'toolgate keys grant --out FILE'") from None
 
 
 def _read_grant_key(path: Path) -> bytes:

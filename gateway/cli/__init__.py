@@ -2,18 +2,23 @@
 
 Exit codes: 0 success; 1 a tool ran and failed; 2 bad usage or configuration; 3 refused;
 4 approval required; 5 evidence required; 6 the gateway could not be reached or refused the
-credentials. An error prints one line, ``toolgate: <code>: <message>``, with a stable
-snake_case code (``gateway.cli._errors`` lists them with their exit status).
+credentials; 130 interrupted (Ctrl-C); 141 the reader of standard output went away (``| head``:
+the rest of the output is dropped quietly, as by a process SIGPIPE ends). An error prints one
+line, ``toolgate: <code>: <message>``, with a stable snake_case code (``gateway.cli._errors``
+lists them with their exit status); a command line that does not parse is
+``toolgate: usage_error: <what argparse says> (see toolgate VERB --help)``, exit 2. The client
+verbs keep gRPC's C core from logging to stderr (``GRPC_VERBOSITY``, unless set).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from typing import Iterator
+from typing import Iterator, NoReturn
 
-from gateway.cli._errors import CliError, report
+from gateway.cli._errors import EXIT, CliError, fail, report
 
 # Sub-command modules, each with add_parser(subparsers). Order is the order in --help.
 COMMANDS = (
@@ -32,14 +37,28 @@ PATH_OPTIONS = frozenset({"config", "key", "out", "ca_file", "client_cert", "cli
                           "checkpoints", "audit_log", "approver_key"})
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a program the signal ended (``yes | head -1``)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """The root parser and every sub-command's (argparse makes sub-parsers of the parser's class):
+    a command line that does not parse is one error line, ``usage_error``, not a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        fail("usage_error", f"{message} (see {self.prog} --help)")
+        self.exit(EXIT["usage_error"])
+
+
+def build_parser() -> Parser:
+    parser = Parser(
         prog="toolgate",
         description="A policy-engine-centric tool gateway for AI agents.",
         epilog="Run 'toolgate VERB --help' for a verb's options. "
         "--target/--api-key default to $TOOLGATE_TARGET/$TOOLGATE_API_KEY.",
     )
-    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
     for name in COMMANDS:
         try:
             module = importlib.import_module(name)
@@ -52,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] != ["serve"]:  # the server's logs are its own
+        quiet_grpc_core()
     parser = build_parser()
     ns = parser.parse_args(argv)
     if not getattr(ns, "func", None):
@@ -59,11 +81,33 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         check_text(parser, ns)
-        return int(ns.func(ns) or 0)
+        status = int(ns.func(ns) or 0)
+        sys.stdout.flush()  # here, so a reader gone is noticed here, not at exit
+        return status
     except CliError as exc:
         return report(exc)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def quiet_grpc_core() -> None:
+    """Keep gRPC's C core from logging to stderr (``E1123 ... ssl_transport_security.cc``): a client
+    verb says what went wrong in one line. The core reads ``GRPC_VERBOSITY`` once, when ``grpc``
+    is imported, so this runs before the sub-command modules are (``build_parser``); a
+    ``GRPC_VERBOSITY`` the user set is kept. The verb is the first argument: the root parser
+    takes no option but --help."""
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
+
+def _reader_gone() -> int:
+    """Standard output's reader went away (``toolgate ... | head``): stop quietly. Standard output
+    is pointed at /dev/null, so flushing what is left at exit cannot fail a second time."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def check_text(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> None:

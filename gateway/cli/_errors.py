@@ -7,8 +7,10 @@ is printed with control characters escaped (it may hold a path, a server's words
 Each code has one exit status (``gateway.cli`` says what the statuses mean):
 
     1  watch_ended                  ``approvals watch --until S`` ended without an event S
-    2  argument_not_utf8            a text option (not a file name) holds bytes that are not UTF-8
-       no_such_file                 a FILE argument is not a file
+    2  usage_error                  the command line does not parse (argparse's message, then
+                                    ``(see toolgate VERB --help)``)
+       argument_not_utf8            a text option (not a file name) holds bytes that are not UTF-8
+       no_such_file                 a FILE argument does not exist
        nothing_to_verify            ``audit verify`` was given companion files only
        invalid_public_key, public_key_required    ``audit verify --public-key`` is no Ed25519
                                     PEM public key; ``--require-signed`` without one
@@ -20,8 +22,11 @@ Each code has one exit status (``gateway.cli`` says what the statuses mean):
        key_file_not_found, key_file_unreadable, key_file_writable,
        key_file_readable, key_passphrase_needed, key_passphrase_wrong,
        key_not_encrypted, key_invalid, key_labels_missing          the approver's key
-       policy_bundle_invalid, audit_unreadable, audit_malformed    ``policy`` (audit_unreadable: ``audit search`` too)
+       policy_bundle_invalid, audit_unreadable, audit_malformed    ``policy`` (audit_unreadable: ``audit
+                                    search``/``verify`` too, e.g. a FILE that is a directory)
+       invalid_target               ``--target`` is not HOST:PORT or unix:PATH (client verbs)
        insecure_target, tls_file_unreadable   plaintext off this machine; a TLS file (client verbs)
+       tls_ca_file_invalid, tls_client_cert_invalid   ``--ca-file``/``--client-cert`` holds no PEM certificate
        tls_key_file_writable, tls_key_file_readable   ``--client-key`` another user owns, or others
                                     may write (its group too) or read
        api_key_invalid              the API key holds what gRPC metadata cannot carry
@@ -33,9 +38,14 @@ Each code has one exit status (``gateway.cli`` says what the statuses mean):
        audience_mismatch, not_confirmed   ``approve``/``reject`` refused to sign
     6  gateway_unreachable, unauthenticated, demo_failed          ``demo``
 
-gRPC failures print the status name the same way (``toolgate: unavailable: ...``, exit 6),
-and a refusal by the gateway its outcome code (``toolgate: approval_rejected: ...``, or
-``refused`` when it gave none; exit 3).
+gRPC failures print the gateway's outcome code when its details carry one (``{"code": ...,
+"message": ...}``: ``toolgate: approval_rejected: ...``), else the status name (``toolgate:
+not_found: ...``; ``refused`` for an approve/reject the gateway refused without a code). The exit
+status follows the status (``gateway.cli._client.REFUSED_STATUSES``): 3 for a refusal by the
+gateway (invalid_argument, not_found, permission_denied, failed_precondition, already_exists,
+resource_exhausted, out_of_range, aborted, unimplemented); 6 for the rest: the gateway could not be
+reached or answer (unavailable, deadline_exceeded, cancelled, internal, unknown, data_loss) or
+refused the credentials (unauthenticated).
 """
 
 from __future__ import annotations
@@ -54,7 +64,8 @@ EXIT: dict[str, int] = {
         "key_file_not_found", "key_file_unreadable", "key_file_writable", "key_file_readable",
         "key_passphrase_needed", "key_passphrase_wrong", "key_not_encrypted", "key_invalid", "key_labels_missing",
         "policy_bundle_invalid", "audit_unreadable", "audit_malformed", "insecure_target", "tls_file_unreadable",
-        "tls_key_file_writable", "tls_key_file_readable",
+        "tls_key_file_writable", "tls_key_file_readable", "usage_error", "invalid_target", "tls_ca_file_invalid",
+        "tls_client_cert_invalid",
         "invalid_lifetime", "api_key_invalid", "client_cert_incomplete", "reason_too_long",
     ), 2),
     **dict.fromkeys(("args_not_strict_json", "args_hash_mismatch", "request_malformed", "audience_mismatch",

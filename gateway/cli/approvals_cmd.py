@@ -47,8 +47,10 @@ from gateway.approvals.service import MAX_REJECTION_REASON
 from gateway.arguments import args_hash
 from gateway.key_files import KeyFileExposed, pem_encrypted, read_key_file
 from gateway.cli._approvals_view import approval_dict, describe, list_line, parsed_args, record_malformed
-from gateway.cli._client import add_target_options, channel, metadata, report_refusal, report_rpc_error
+from gateway.cli._client import (add_target_options, channel, gateway_refusal, metadata, report_refusal,
+                                 report_rpc_error)
 from gateway.cli._errors import CliError, fail, report
+from gateway.store.base import ApprovalStatus
 from gateway.terminal import shown
 
 EXIT_USAGE = 2
@@ -56,6 +58,11 @@ APPROVAL_LIFETIME = 600  # seconds, the default --lifetime
 # the bounds of approvals.max_approval_lifetime_seconds: every gateway accepts a token living
 # ALWAYS_ACCEPTED seconds or less, none one living more than MAX_LIFETIME
 ALWAYS_ACCEPTED, MAX_LIFETIME = MIN_APPROVAL_LIFETIME, MAX_APPROVAL_LIFETIME
+STATUSES = (*(str(s) for s in ApprovalStatus), "all")
+"""What ``list --status`` takes: a request's status, or all of them."""
+UNEXPLAINED = frozenset({"invalid approval", "the approval was refused"})
+"""The messages of an ``invalid_approval`` that does not say why (the reason is in the gateway's
+audit log): a token it did not accept, or a vote it did not count."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -63,7 +70,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Review approval requests and sign approvals or rejections.")
     verbs = p.add_subparsers(dest="approvals_verb", metavar="VERB")
     v = verbs.add_parser("list", help="list approval requests of your tenant")
-    v.add_argument("--status", default="pending", help="pending|approved|rejected|expired|executed|all")
+    v.add_argument("--status", default="pending", metavar="STATUS", help=f"{'|'.join(STATUSES)} (default pending)")
     v.add_argument("--limit", type=_count, default=500, metavar="N",
                    help="list at most the newest N (default 500; 0: every one, page by page)")
     v.add_argument("--json", action="store_true", help="print JSON")
@@ -121,6 +128,7 @@ _PAGE = 100
 def run_list(ns: argparse.Namespace) -> int:
     """Page after page (``--limit``): a response holds what fits in a few MiB of arguments, so
     lines are printed as pages come; ``--json`` prints one array at the end."""
+    _check_status(ns.status)
     try:
         if ns.json:
             print(json.dumps([approval_dict(a) for a in _listed(ns)], indent=2))
@@ -130,6 +138,14 @@ def run_list(ns: argparse.Namespace) -> int:
     except grpc.RpcError as exc:
         return report_rpc_error(exc)
     return 0
+
+
+def _check_status(status: str) -> None:
+    """``--status`` is one of ``STATUSES`` (``usage_error`` otherwise). Checked here, not by
+    argparse's choices: after ``check_text``, so text that is not UTF-8 is named as such."""
+    if status not in STATUSES:
+        raise CliError("usage_error", f"argument --status: invalid choice: {status[:32]!r} (choose from "
+                       f"{', '.join(STATUSES)}) (see toolgate approvals list --help)")
 
 
 def _listed(ns: argparse.Namespace) -> Iterator[pb.Approval]:
@@ -204,11 +220,7 @@ def _sign_and_send(ns: argparse.Namespace, typ: str) -> int:
         out = getattr(_stub(ns), rpc)(request_cls(approval_id=a.approval_id, token=token), metadata=metadata(ns), timeout=ns.timeout)
     except grpc.RpcError as exc:
         if exc.code() is grpc.StatusCode.FAILED_PRECONDITION:
-            return report_refusal(exc, {
-                "invalid_approval": _invalid_approval_hint(claims["exp"] - claims["iat"]),
-                "approval_lifetime_out_of_range": "sign again with a --lifetime within it, e.g. "
-                                                  f"--lifetime {ALWAYS_ACCEPTED}, which every gateway accepts",
-            })
+            return report_refusal(exc, _refusal_hints(exc, claims["exp"] - claims["iat"]))
         return report_rpc_error(exc)
     print(json.dumps({"approval_id": out.approval_id, "status": out.status, "approvers": list(out.approvers),
                       "quorum": out.quorum}))
@@ -256,6 +268,18 @@ def _rejecting_unapprovable(a: pb.Approval, problem: str) -> str:
     print(shown(f"NOTE  this request cannot be approved ({problem}); the rejection is bound to the "
                 f"gateway's args hash {a.args_hash}, not one recomputed here"), file=sys.stderr)
     return a.args_hash
+
+
+def _refusal_hints(exc: grpc.RpcError, lifetime: int) -> dict[str, str]:
+    """What to print after the gateway's refusal of a signed token, by its code. The hint on
+    ``invalid_approval`` only when the gateway did not say why (``UNEXPLAINED``): one that says
+    (``the request is approved, not pending``) needs none."""
+    hints = {"approval_lifetime_out_of_range": "sign again with a --lifetime within it, e.g. "
+                                               f"--lifetime {ALWAYS_ACCEPTED}, which every gateway accepts"}
+    said = gateway_refusal(exc)
+    if said and said[1] in UNEXPLAINED:
+        hints["invalid_approval"] = _invalid_approval_hint(lifetime)
+    return hints
 
 
 def _invalid_approval_hint(lifetime: int) -> str:

@@ -32,8 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "at the seq in its name; rotated files of one log given together (audit.jsonl.[0-9]* "
         "audit.jsonl) must go on from each other without a gap. An empty log is fine only when new "
         "(no rotated files beside it) or when a stop cut a rotation short. Prints one line per file: "
-        "ok, or BROKEN with the first broken line and why. The files kept beside a log (its .head, and "
-        ".cut-* and .torn-* evidence set aside at a start), as audit.jsonl* matches them, are skipped with "
+        "ok, or BROKEN with the first broken line and why. The files kept beside a log (its .head, its "
+        ".lock, and .cut-* and .torn-* evidence set aside at a start), as audit.jsonl* matches them, are skipped with "
         "the reason; a file given twice is verified once.",
         epilog="Exit status: 0 every log intact; 1 a log is broken (edited, reordered, truncated, emptied, "
         "malformed, a file missing or replaced in between, its head missing or not matching, a checkpoint "
@@ -99,11 +99,21 @@ def _time(option: str, text: str | None) -> float | None:
     return when
 
 
-def _missing(files: list[str]) -> list[str]:
-    missing = [f for f in files if not Path(f).is_file()]
-    for f in missing:
-        fail("no_such_file", f"{f} (check the path: FILE must be an audit log)")
-    return missing
+def _unusable(files: list[str]) -> list[str]:
+    """The FILEs that are no file to read, each reported: ``no_such_file`` when nothing is there,
+    ``audit_unreadable`` when something else is (a directory)."""
+    unusable = [f for f in files if not Path(f).is_file()]
+    for f in unusable:
+        if Path(f).exists():
+            fail("audit_unreadable", f"{f}: cannot be read: {_not_a_file(Path(f))} (FILE must be an audit log, "
+                 "e.g. data/audit.jsonl)")
+        else:
+            fail("no_such_file", f"{f} (check the path: FILE must be an audit log)")
+    return unusable
+
+
+def _not_a_file(path: Path) -> str:
+    return "it is a directory" if path.is_dir() else "it is not a regular file"
 
 
 def _segments(files: list[str]) -> list[str]:
@@ -125,7 +135,7 @@ def _segments(files: list[str]) -> list[str]:
 
 
 def run_verify(ns: argparse.Namespace) -> int:
-    if _missing(ns.files):
+    if _unusable(ns.files):
         return 2
     segments = _segments(ns.files)
     if not segments:
@@ -181,7 +191,7 @@ def _signed(report: VerifyReport, keys: dict[str, object] | None) -> str:
 
 
 def run_search(ns: argparse.Namespace) -> int:
-    if _missing(ns.files):
+    if _unusable(ns.files):
         return 2
     criteria = Criteria(decision_id=ns.decision_id, tool=ns.tool, code=ns.code, tenant=ns.tenant, agent=ns.agent,
                         user=ns.user, since=_time("--since", ns.since), until=_time("--until", ns.until))

@@ -15,6 +15,8 @@ from gateway.cli._client import add_target_options, channel, metadata, report_rp
 from gateway.terminal import json_text, shown
 
 EXIT = {"ok": 0, "observation": 1, "refused": 3, "approval_required": 4, "evidence_required": 5}
+MAX_STEP = 2**31 - 1
+"""The largest ``--step``: ``ToolCallRequest.step`` is an int32."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -34,12 +36,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--args", default="{}", help="arguments as one JSON object (default {})")
     p.add_argument("--idempotency-key", default="", help="same key + same args returns the stored outcome")
     p.add_argument("--run-id", default="", help="the agent run this call belongs to")
-    p.add_argument("--step", type=int, default=0, help="the step within the run")
+    p.add_argument("--step", type=step_number, default=0, metavar="N",
+                   help=f"the step within the run (0 to {MAX_STEP})")
     p.add_argument("--evidence", default="", help="evidence for policy as a JSON object")
-    p.add_argument("--grant", default="", help="a grant token from an approved request")
-    p.add_argument("--approval-id", default="", help="retry an approved call: the gateway uses its grant")
+    approved = p.add_mutually_exclusive_group()  # two ways to name one approval: give one
+    approved.add_argument("--grant", default="", help="a grant token from an approved request")
+    approved.add_argument("--approval-id", default="", help="retry an approved call: the gateway uses its grant")
     add_target_options(p)
     p.set_defaults(func=run_call)
+
+
+def step_number(text: str) -> int:
+    """``--step``: a whole number from 0 to ``MAX_STEP`` (argparse type)."""
+    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 10 else -1
+    if not 0 <= value <= MAX_STEP:
+        raise argparse.ArgumentTypeError(f"{text[:24]!r} is not a whole number from 0 to {MAX_STEP}")
+    return value
 
 
 def run_tools(ns: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 import sys
 
 import structlog
@@ -23,8 +24,62 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--config", required=True, help="the gateway's YAML config file")
     p.add_argument("--host", default=None, help="address to bind (default: the config's listen host)")
-    p.add_argument("--port", type=int, default=None, help="port to bind; 0 picks a free one")
+    p.add_argument("--port", type=port_number, default=None, metavar="PORT",
+                   help="port to bind, 0 to 65535; 0 picks a free one")
     p.set_defaults(func=run)
+
+
+def port_number(text: str) -> int:
+    """``--port``: a whole number from 0 to 65535 (argparse type)."""
+    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 5 else -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text[:24]!r} is not a port: give a whole number from 0 to 65535 "
+                                         "(0 picks a free one)")
+    return value
+
+
+def bind_problem(host: str, port: str) -> str:
+    """Why this process cannot listen on ``host``:``port`` ("" when it can, or when that is not
+    known here: gRPC then says). Tried with a socket bound and closed at once, as gRPC binds
+    (SO_REUSEADDR), so a failure is one clear line rather than gRPC's core log."""
+    name = host.strip("[]")
+    if not name or not port.isdigit():
+        return ""
+    try:
+        addresses = socket.getaddrinfo(name, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, ValueError) as exc:  # a name that does not resolve, or holds a NUL
+        return f"cannot listen on {host}:{port}: {host} cannot be resolved ({getattr(exc, 'strerror', None) or exc})"
+    errors = []
+    for address in addresses:
+        error = _bind_error(address)
+        if not error:
+            return ""  # gRPC listens if one resolved address binds
+        errors.append(error)
+    return f"cannot listen on {host}:{port}: {errors[0]} (is the port in use, or the address not this machine's?)"
+
+
+def _bind_error(address: tuple) -> str:
+    """Why a socket cannot bind to ``address`` (a ``getaddrinfo`` entry); "" when it can."""
+    family, kind, proto, _, where = address
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(where)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return ""
+
+
+def configure_logging() -> None:
+    """The server's logs: one JSON object a line on stderr, INFO and up. A record logged with
+    ``exc_info`` carries the exception and its traceback (``exception``): without it an
+    unexpected error in a call left only ``{"event": "pipeline_error", "exc_info": true}``."""
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"),
+                    structlog.processors.format_exc_info, structlog.processors.JSONRenderer()],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -33,12 +88,11 @@ def run(ns: argparse.Namespace) -> int:
     except ConfigError as exc:
         return fail("config_invalid", f"{exc}")
     host, _, port = config.listen.rpartition(":")
-    address = f"{ns.host or host}:{port if ns.port is None else ns.port}"
-    structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), structlog.processors.JSONRenderer()],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
+    host, port = ns.host or host, port if ns.port is None else str(ns.port)
+    if problem := bind_problem(host, port):
+        return fail("cannot_start", problem)
+    address = f"{host}:{port}"
+    configure_logging()
     from gateway.audit_sign import public_path
     from gateway.server import serve
     from gateway.workers import supervise, worker_audit_path

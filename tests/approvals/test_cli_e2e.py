@@ -33,7 +33,7 @@ def test_cli_approve_then_retry_executes_once(gateway: GatewayProcess, keys: Pat
     assert "count_write" in shown.stdout and '"report.txt"' in shown.stdout and "run-7" in shown.stdout
     refused = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(keys / "alice.pem"), "--yes",
                       key="demo-agent-key")
-    assert refused.returncode == 6 and "permission_denied" in refused.stderr
+    assert refused.returncode == 3 and "permission_denied" in refused.stderr  # refused by the gateway
     done = toolgate(gateway, "approvals", "approve", approval_id, "--key", str(keys / "alice.pem"), "--yes", key=APPROVER["alice"])
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1])["status"] == "approved"

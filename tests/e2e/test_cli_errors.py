@@ -108,7 +108,7 @@ def _approve(stand_in: StandIn, *extra: object) -> list[object]:
 def test_an_rpc_errors_details_cannot_draw_on_the_terminal(capsys, stand_in) -> None:
     stand_in.get_error = (grpc.StatusCode.NOT_FOUND, HOSTILE)
     code, _, err = toolgate(capsys, "approvals", "show", "ap-1", "--target", stand_in.target, "--api-key", "k")
-    assert code == 6 and err.startswith("toolgate: not_found: "), err
+    assert code == 3 and err.startswith("toolgate: not_found: "), err  # refused by the gateway
     assert _drawing(err) == [], ascii(err)
     assert "\\u009b2J" in err and "\\u202e" in err  # what was sent, escaped
 

@@ -67,7 +67,7 @@ def timeout_seconds(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
         raise argparse.ArgumentTypeError(f"{text[:24]!r} is not a number of seconds more than 0 and at most "
-                                         f"{MAX_TIMEOUT} (e.g. --timeout 60)")
+                                         f"{MAX_TIMEOUT} (e.g. 60)")
     return value
 
 

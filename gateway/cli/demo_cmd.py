@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any, TextIO
 
+from gateway.cli._client import timeout_seconds
 from gateway.cli._errors import fail
 from gateway.terminal import shown
 from runtime_client import (
@@ -36,8 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="agent API key (default $TOOLGATE_API_KEY or demo-agent-key)")
     p.add_argument("--checkpoints", default=os.environ.get("TOOLGATE_CHECKPOINTS", ".toolgate/demo.sqlite3"),
                    help="SQLite file for run checkpoints")
-    p.add_argument("--approval-timeout", type=float, default=300.0,
-                   help="seconds to wait for the write's approval (0: do not wait)")
+    p.add_argument("--approval-timeout", type=wait_seconds, default=300.0,
+                   help="seconds to wait for the write's approval (0: do not wait; at most a year)")
     p.add_argument("--resume", default="", metavar="RUN_ID", help="resume a paused demo run")
     p.add_argument("--audit-log", default="", help="audit log to verify at the end")
     p.add_argument("--approver-key", default="", metavar="PEM",
@@ -45,6 +46,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "in another process (demo only; e.g. examples/keys/alice.pem)")
     p.add_argument("--approver-api-key", default="", help="the approver's API key for --approver-key")
     p.set_defaults(func=run)
+
+
+def wait_seconds(text: str) -> float:
+    """``--approval-timeout``: 0 (do not wait) or ``timeout_seconds`` (argparse type)."""
+    try:
+        if float(text) == 0:
+            return 0.0
+    except ValueError:
+        pass
+    return timeout_seconds(text)
 
 
 def run(ns: argparse.Namespace) -> int:

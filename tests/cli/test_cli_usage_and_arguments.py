@@ -149,3 +149,9 @@ def test_an_audit_file_that_is_a_directory_is_audit_unreadable(tmp_path: Path, v
 @pytest.mark.parametrize("verb", ["search", "verify"])
 def test_an_audit_file_that_does_not_exist_is_still_no_such_file(tmp_path: Path, verb) -> None:
     assert_one_error(cli("audit", verb, tmp_path / "nope.jsonl"), "no_such_file")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e12", "soon"])
+def test_the_demos_approval_timeout_is_a_usage_error_unless_0_or_a_number_of_seconds(value) -> None:
+    line = assert_one_error(cli("demo", "--approval-timeout", value, "--target", DOWN), "usage_error")
+    assert "--approval-timeout" in line and "31536000" in line

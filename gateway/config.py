@@ -64,8 +64,16 @@ class ExecutorConfig(_Strict):
     """mcp: name of an upstream in ``mcp_upstreams``."""
     remote_tool: str = ""
     """mcp: the upstream tool's name (default: this tool's name)."""
-    options: dict[str, Any] = Field(default_factory=dict)
-    """Executor-specific extras."""
+    options: Any = Field(default=None, validate_default=True)
+    """The kind's own settings, typed per kind (``gateway.executors.options``): an unknown option
+    or a value of the wrong type does not load."""
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _options_of_kind(cls, value: Any, info: ValidationInfo) -> Any:
+        from gateway.executors.options import parse_options
+
+        return parse_options(info.data.get("kind"), value)
 
 
 class CredentialRef(_Strict):
@@ -190,6 +198,29 @@ class PolicyConfig(_Strict):
     dry_run: bool = False
     """Compute and audit the real decision but let every validated call through. Never in production."""
 
+    @field_validator("opa_url")
+    @classmethod
+    def _opa_url_is_usable(cls, value: str, info: ValidationInfo) -> str:
+        """An OPA URL the client cannot use is refused at load (engine: opa), naming the forms it can."""
+        if info.data.get("engine") != "opa":
+            return value
+        from policies._http import Endpoint, refuse_url_extras
+
+        try:
+            refuse_url_extras(value)
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https", "unix"):
+                raise ValueError(f"scheme {parts.scheme or '(none)'!r} is not one of http://, https:// and unix://")
+            if parts.scheme != "https":
+                Endpoint(value)
+            elif not parts.hostname or parts.port == 0:  # .port raises ValueError if not a number
+                raise ValueError("an https:// URL needs a host (and a port, if given, above 0)")
+        except ValueError as exc:
+            raise PydanticCustomError("opa_url_invalid", "{problem}; give http://host[:port][/prefix], "
+                                      "https://host[:port][/prefix] or unix:///absolute/path.sock",
+                                      {"problem": str(exc)}) from None
+        return value
+
 
 class StoreConfig(_Strict):
     kind: Literal["sqlite", "postgres"] = "sqlite"
@@ -272,20 +303,8 @@ class LimitsConfig(_Strict):
         return self
 
 
-def _upstream_transports(raw: dict[str, Any]) -> dict[str, str]:
-    """Each MCP upstream's transport, the upstreams parsed as the executor will (a malformed one is
-    refused at load, not at its first call)."""
-    if not raw:
-        return {}
-    from gateway.executors.mcp import McpConfigError, parse_upstreams
-
-    try:
-        return {name: up.transport for name, up in parse_upstreams(raw).items()}
-    except McpConfigError as exc:
-        raise PydanticCustomError("mcp_upstream_invalid", "{problem}", {"problem": str(exc)}) from None
-
-
 class Config(_Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)  # inputs may be secrets
     gateway_id: str = "toolgate"
     """This gateway's id: the ``aud`` of approvals and grants."""
     data_dir: str = "data"
@@ -319,6 +338,41 @@ class Config(_Strict):
     base_dir: str = Field(default=".", exclude=True)
     """Folder of the config file; relative paths resolve against it (set by the loader)."""
 
+    @field_validator("approvals", "secrets", "observability")
+    @classmethod
+    def _section_validates(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """The sections other modules type are validated by their models here too, so that their
+        errors name the file and the field like the rest, before anything starts."""
+        from gateway.approvals.config import ApprovalsConfig
+        from gateway.credentials import SecretsConfig
+        from gateway.metrics import ObservabilityConfig
+
+        model = {"approvals": ApprovalsConfig, "secrets": SecretsConfig, "observability": ObservabilityConfig}
+        model[str(info.field_name)].model_validate(value)
+        return value
+
+    @model_validator(mode="after")
+    def _sections_agree(self) -> "Config":
+        """What one section names exists, checked at load: one key is one identity (else the last one
+        listed acts for it, in its tenant); an approver's id is in the keyring (else each of its votes
+        is refused as if the key lacked the role); a file secret provider's folder is there."""
+        from gateway.approvals.config import ApprovalsConfig, approver_identity_problems
+        from gateway.credentials import missing_secret_dirs
+
+        first: dict[str, IdentityConfig] = {}
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        for i, ident in enumerate(self.identities):
+            if (other := first.setdefault(ident.api_key_sha256, ident)) is not ident:
+                problems.append((("identities", i, "api_key_sha256"), f"identities '{other.name}' and '{ident.name}' "
+                                 "have the same key (it would act as the last one only); give each its own key"))
+        problems += approver_identity_problems(self.identities, ApprovalsConfig.model_validate(self.approvals))
+        problems += missing_secret_dirs(self.secrets, Path(self.base_dir))
+        if problems:
+            raise ValidationError.from_exception_data("Config", [
+                {"type": PydanticCustomError("config_inconsistent", "{problem}", {"problem": text}), "loc": loc,
+                 "input": None} for loc, text in problems])
+        return self
+
     @model_validator(mode="after")
     def _unique_names(self) -> "Config":
         names = [t.name for t in self.tools]
@@ -338,32 +392,10 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _executors_can_do_what_tools_ask(self) -> "Config":
-        """What a descriptor asks of its executor is checked at load, not ignored at each call: an
-        egress allow-list only the http executor reads, an MCP upstream that is not configured, a
-        ``constraints.hosts`` narrowing for a stdio upstream (a process, which can reach any host)."""
-        transports = _upstream_transports(self.mcp_upstreams)
-        for tool in self.tools:
-            ex = tool.executor
-            if ex.allowed_hosts and ex.kind != "http":
-                raise PydanticCustomError(
-                    "allowed_hosts_unused",
-                    "tool '{name}': executor.allowed_hosts is read by the http executor only and would be "
-                    "ignored for a {kind} tool; remove it (constraints.hosts narrows a python or HTTP MCP tool)",
-                    {"name": tool.name, "kind": ex.kind})
-            if ex.kind != "mcp":
-                continue
-            transport = transports.get(ex.server)
-            if transport is None:
-                known = ", ".join(sorted(transports)) or "none are configured"
-                raise PydanticCustomError(
-                    "mcp_upstream_unknown", "tool '{name}': executor.server '{server}' names no entry of "
-                    "mcp_upstreams ({known})", {"name": tool.name, "server": ex.server, "known": known})
-            if transport == "stdio" and tool.constraints.get("hosts") is not None:
-                raise PydanticCustomError(
-                    "hosts_unenforceable",
-                    "tool '{name}': constraints.hosts cannot be enforced for a tool of the stdio MCP upstream "
-                    "'{server}' (a process cannot be confined to hosts); remove it, or serve the upstream "
-                    "over HTTP", {"name": tool.name, "server": ex.server})
+        """What a descriptor asks of its executor is checked at load (``gateway.executors.options``)."""
+        from gateway.executors.options import refuse_unusable_executors
+
+        refuse_unusable_executors(self)
         return self
 
     @model_validator(mode="after")
@@ -448,8 +480,19 @@ def load_config(path: str | os.PathLike[str], overrides: dict[str, Any] | None =
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
-        lines = [
-            f"{file}: {'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
-            for err in exc.errors()
-        ]
+        lines = [f"{file}: {'.'.join(str(p) for p in err['loc']) or '(top level)'}: {_tool_named(err, raw)}{err['msg']}"
+                 for err in exc.errors()]
         raise ConfigError("\n".join(lines)) from exc
+
+
+def _tool_named(err: Any, raw: dict[str, Any]) -> str:
+    """``tool 'name': `` for an error in a tool (``tools.3...``) whose message does not name it yet, else ""."""
+    loc = err["loc"]
+    if len(loc) < 2 or loc[0] != "tools" or not isinstance(loc[1], int):
+        return ""
+    tools = raw.get("tools")
+    tool = tools[loc[1]] if isinstance(tools, list) and loc[1] < len(tools) else None
+    name = tool.get("name") if isinstance(tool, dict) else None
+    if not isinstance(name, str) or f"'{name}'" in err["msg"]:
+        return ""
+    return f"tool {name[:64]!r}: "

@@ -34,7 +34,7 @@ import tempfile
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Literal, Mapping, Protocol, Sequence
+from typing import Annotated, Any, AsyncIterator, Literal, Mapping, Protocol, Sequence
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -53,7 +53,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)  # inputs may be secrets
 
 
 class StaticProviderConfig(_Strict):
@@ -74,7 +74,8 @@ class FileProviderConfig(_Strict):
     """Folder with one sub-folder per tenant, one file per secret (``<ref>`` or ``<ref>@<variant>``)."""
 
 
-ProviderConfig = StaticProviderConfig | EnvProviderConfig | FileProviderConfig
+ProviderConfig = Annotated[StaticProviderConfig | EnvProviderConfig | FileProviderConfig, Field(discriminator="kind")]
+"""Chosen by ``kind``: a mistake is one error of that kind's fields (or of ``kind``), not one per kind."""
 
 
 class SecretsConfig(_Strict):
@@ -97,6 +98,23 @@ def parse_secrets_config(raw: Mapping[str, Any]) -> SecretsConfig:
     except ValidationError as exc:
         problems = [f"secrets.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()]
     raise CredentialConfigError("\n".join(problems))
+
+
+def missing_secret_dirs(raw: Mapping[str, Any], base_dir: Path) -> list[tuple[tuple[str | int, ...], str]]:
+    """Each ``file`` provider whose ``dir`` is not a folder, as (field, message), for ``gateway.config``
+    to refuse at load: a missing mount would answer every call ``credential_unavailable``. ``raw``
+    must already validate."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    for i, spec in enumerate(parse_secrets_config(raw).providers):
+        if isinstance(spec, FileProviderConfig) and not (folder := _provider_dir(spec, base_dir)).is_dir():
+            why = "is not a folder" if folder.exists() else "no such folder"
+            problems.append((("secrets", "providers", i, "dir"), f"the file secret provider's dir {folder}: {why}"))
+    return problems
+
+
+def _provider_dir(spec: FileProviderConfig, base_dir: Path) -> Path:
+    d = Path(os.path.expanduser(spec.dir))
+    return d if d.is_absolute() else base_dir / d
 
 
 # --- providers --------------------------------------------------------------------------------
@@ -181,8 +199,7 @@ def build_providers(raw: Mapping[str, Any], base_dir: Path) -> list[SecretProvid
         elif isinstance(spec, EnvProviderConfig):
             providers.append(EnvProvider(spec.prefix))
         else:
-            d = Path(os.path.expanduser(spec.dir))
-            providers.append(FileProvider(d if d.is_absolute() else base_dir / d))
+            providers.append(FileProvider(_provider_dir(spec, base_dir)))
     return providers
 
 

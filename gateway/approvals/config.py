@@ -16,11 +16,11 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gateway.config import Config, ConfigError
+from gateway.config import Config, ConfigError, IdentityConfig
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$"
 MIN_APPROVAL_LIFETIME, MAX_APPROVAL_LIFETIME = 60, 86400
@@ -85,6 +85,30 @@ class ApprovalsConfig(_Strict):
         if not self.grant_keys:
             raise ValueError("grant_keys needs at least one file")
         return self
+
+
+def approver_identity_problems(identities: Iterable[IdentityConfig],
+                               settings: ApprovalsConfig) -> list[tuple[tuple[str | int, ...], str]]:
+    """What keeps an identity with role ``approver`` from approving, as (field, message): its
+    ``approver`` id must be one of ``approvals.approvers`` (whose keys verify its tokens), and its
+    ``user`` (which ``gateway.auth`` takes for it) none other; else each of its votes is refused."""
+    known = [a.id for a in settings.approvers]
+    listed = ", ".join(known) if known else "it lists none"
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    for i, ident in enumerate(identities):
+        if "approver" not in ident.roles:
+            continue
+        if not ident.approver:
+            problems.append((("identities", i, "approver"), f"identity '{ident.name}' has role approver but no "
+                             f"approver id; set approver: to its id in approvals.approvers ({listed})"))
+        elif ident.approver not in known:
+            problems.append((("identities", i, "approver"), f"identity '{ident.name}': approver '{ident.approver}' "
+                             f"is not in approvals.approvers ({listed}); add it with its public keys, or fix the id"))
+        elif ident.user and ident.user != ident.approver:
+            problems.append((("identities", i, "user"), f"identity '{ident.name}': an approver acts as its user, "
+                             f"so its votes would be taken as '{ident.user}''s, not '{ident.approver}''s and "
+                             "refused; remove user"))
+    return problems
 
 
 def approvals_config(config: Config) -> ApprovalsConfig:

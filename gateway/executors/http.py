@@ -44,9 +44,9 @@ from gateway.codes import Code
 from gateway.executors.base import ExecRequest, ExecResult, number_text
 from gateway.executors.capture import CappedOutput
 from gateway.executors.egress_backend import CheckedBackend, NonPublicAddress, Resolver, is_ip_literal, system_resolver
+from gateway.executors.options import DEFAULT_MAX_BYTES, HttpOptions
 
-DEFAULT_MAX_RESPONSE = 1024 * 1024
-DEFAULT_MAX_REDIRECTS = 3
+DEFAULT_MAX_RESPONSE = DEFAULT_MAX_BYTES
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
 
@@ -158,6 +158,8 @@ class HttpExecutor:
     async def execute(self, request: ExecRequest) -> ExecResult:
         ex = request.tool.executor
         opts = ex.options
+        if not isinstance(opts, HttpOptions):  # the config types them per kind: a bug, not a config error
+            raise TypeError(f"tool {request.tool.name}: executor.options are not the http executor's")
         try:
             url = httpx.URL(render_url(ex.url, request.args))
         except (ValueError, httpx.InvalidURL) as exc:
@@ -165,8 +167,8 @@ class HttpExecutor:
         hosts = narrowed_hosts(ex.allowed_hosts, request)
         creds = request.credentials
         body = request.args.get(ex.body_arg) if ex.body_arg else None
-        client = self._private if opts.get("allow_private_network") is True else self._public
-        call = _Call(client, ex.method.upper(), hosts, bool(opts.get("allow_plain_http")),
+        client = self._private if opts.allow_private_network else self._public
+        call = _Call(client, ex.method.upper(), hosts, opts.allow_plain_http,
                      dict(creds.headers) if creds is not None else {}, request.timeout, opts,
                      creds.secret_values if creds is not None else frozenset())
         unsendable = sorted(name for name, value in call.headers.items() if not value.isascii())
@@ -198,15 +200,15 @@ def _client(backend: CheckedBackend) -> httpx.AsyncClient:
 
 class _Call:
     def __init__(self, client: httpx.AsyncClient, method: str, hosts: list[str], allow_http: bool,
-                 headers: dict[str, str], timeout: float, opts: Mapping[str, Any], secrets: frozenset[str]) -> None:
+                 headers: dict[str, str], timeout: float, opts: HttpOptions, secrets: frozenset[str]) -> None:
         self.client, self.method, self.hosts, self.allow_http = client, method, hosts, allow_http
         self.secrets = secrets
-        fixed = {str(k): str(v) for k, v in opts.get("headers", {}).items()}
+        fixed = dict(opts.headers)
         merged = {k: v for k, v in {**fixed, **headers}.items() if k.lower() != "accept-encoding"}
         self.headers = {**merged, "accept-encoding": "identity"}  # last, whatever the descriptor sets: never a compressed body
         self.timeout = httpx.Timeout(timeout)
-        self.cap = int(opts.get("max_response_bytes", DEFAULT_MAX_RESPONSE))
-        self.max_redirects = int(opts.get("max_redirects", DEFAULT_MAX_REDIRECTS))
+        self.cap = opts.max_response_bytes
+        self.max_redirects = opts.max_redirects
 
     async def run(self, url: httpx.URL, body: Any) -> ExecResult:
         origin = (url.scheme, url.host, url.port)

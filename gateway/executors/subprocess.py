@@ -47,8 +47,9 @@ from gateway.codes import Code
 from gateway.credentials import credential_files
 from gateway.executors.base import ExecRequest, ExecResult, number_text, unconfined_egress
 from gateway.executors.capture import CappedOutput, finish_readers
+from gateway.executors.options import DEFAULT_MAX_BYTES, SubprocessOptions
 
-DEFAULT_MAX_OUTPUT = 1024 * 1024
+DEFAULT_MAX_OUTPUT = DEFAULT_MAX_BYTES
 CLEAN_PATH = "/usr/local/bin:/usr/bin:/bin"
 _PLACEHOLDER = re.compile(r"^(?:file:)?[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -136,18 +137,20 @@ class SubprocessExecutor:
             return refused
         ex = request.tool.executor
         options = ex.options
+        if not isinstance(options, SubprocessOptions):  # the config types them per kind: a bug, not a config error
+            raise TypeError(f"tool {request.tool.name}: executor.options are not the subprocess executor's")
         creds = request.credentials
         async with credential_files(creds) as files:
             try:
-                argv = build_argv(ex.argv, request.args, files, allow_dash=bool(options.get("allow_dash_values")))
+                argv = build_argv(ex.argv, request.args, files, allow_dash=options.allow_dash_values)
                 cwd = sandbox_cwd(request.tenant_sandbox, ex.cwd)
             except ArgvError as exc:
                 return ExecResult.failure(Code.TOOL_ERROR.value, str(exc))
             env = child_env(cwd, ex.env, dict(creds.env) if creds is not None else {})
-            cap = int(options.get("max_output_bytes", DEFAULT_MAX_OUTPUT))
+            cap = options.max_output_bytes
             secrets = creds.secret_values if creds is not None else ()
             out, err = CappedOutput(cap, secrets), CappedOutput(cap, secrets)
-            return await _run(argv, cwd, env, (out, err), request.timeout, options.get("output") == "json")
+            return await _run(argv, cwd, env, (out, err), request.timeout, options.output == "json")
 
 
 MAX_ARG_BYTES = 32 * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 128 * 1024

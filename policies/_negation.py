@@ -89,7 +89,7 @@ def _query(query: dict[str, Any], outer: frozenset[str], source: bytes, named: s
             every = literal["Every"]
             _vars(every.get("domain"), [], nested, bound)
             own = frozenset(span_text(source, every.get(part)) for part in ("key", "value")) - {""}
-            nested.append((every["query"], bound | own))
+            nested.append((every.get("query") or {}, bound | own))
         else:
             _vars(literal, [], nested, bound)
             for mod in stmt.get("with_mods") or []:

@@ -47,8 +47,8 @@ from gateway.approvals.service import MAX_REJECTION_REASON
 from gateway.arguments import args_hash
 from gateway.key_files import KeyFileExposed, pem_encrypted, read_key_file
 from gateway.cli._approvals_view import approval_dict, describe, list_line, parsed_args, record_malformed
-from gateway.cli._client import (add_target_options, channel, gateway_refusal, metadata, report_refusal,
-                                 report_rpc_error)
+from gateway.cli._client import (EXIT_TRANSPORT, add_target_options, channel, gateway_refusal, metadata,
+                                 report_refusal, report_rpc_error)
 from gateway.cli._errors import CliError, fail, report
 from gateway.store.base import ApprovalStatus
 from gateway.terminal import shown
@@ -119,6 +119,16 @@ def _common(p: argparse.ArgumentParser, func: Any) -> None:
 
 def _stub(ns: argparse.Namespace) -> pb_grpc.ApprovalsStub:
     return pb_grpc.ApprovalsStub(channel(ns))
+
+
+def _connected(connection: grpc.Channel) -> bool:
+    """Whether ``connection`` reached a gateway (its HTTP/2 handshake done): a watch whose time ran
+    out on a connected channel ended as asked; on one still connecting, nothing ever answered."""
+    try:
+        grpc.channel_ready_future(connection).result(timeout=0.5)
+    except grpc.FutureTimeoutError:
+        return False
+    return True
 
 
 _PAGE = 100
@@ -398,14 +408,19 @@ def _get(ns: argparse.Namespace) -> pb.Approval:
 
 def run_watch(ns: argparse.Namespace) -> int:
     request = pb.WatchApprovalsRequest(approval_id=ns.approval_id, include_current=ns.include_current)
+    connection = channel(ns)
     try:
-        for event in _stub(ns).Watch(request, metadata=metadata(ns), timeout=ns.timeout):
+        for event in pb_grpc.ApprovalsStub(connection).Watch(request, metadata=metadata(ns), timeout=ns.timeout):
             print(json.dumps({"type": event.type, "approval": approval_dict(event.approval)}), flush=True)
             if ns.until and event.approval.status == ns.until:
                 return 0
     except grpc.RpcError as exc:
         if exc.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
             return report_rpc_error(exc)
+        if not _connected(connection):  # the time ran out before a gateway ever answered
+            print(f"toolgate: unavailable: no gateway answered at {shown(ns.target)} within --timeout "
+                  f"{ns.timeout:g}s (is the gateway running at --target?)", file=sys.stderr)
+            return EXIT_TRANSPORT  # as for the status gRPC gives when it cannot connect at all
     if ns.until:  # a script waiting for that status must not go on as if it came
         return fail("watch_ended", f"no event with status {ns.until!r} within --timeout {ns.timeout:g}s "
                     "(raise --timeout, or check the status with `toolgate approvals show`)")

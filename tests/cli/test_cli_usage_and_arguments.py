@@ -155,3 +155,15 @@ def test_an_audit_file_that_does_not_exist_is_still_no_such_file(tmp_path: Path,
 def test_the_demos_approval_timeout_is_a_usage_error_unless_0_or_a_number_of_seconds(value) -> None:
     line = assert_one_error(cli("demo", "--approval-timeout", value, "--target", DOWN), "usage_error")
     assert "--approval-timeout" in line and "31536000" in line
+
+
+def test_a_watch_whose_time_runs_out_before_any_gateway_answers_is_unavailable() -> None:
+    """A listener that never speaks HTTP/2 (a wrong port, a stuck proxy): the watch used to end
+    as if its --timeout had passed on a live stream, exit 0."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # connections complete in the kernel, and nothing ever answers them
+        target = f"127.0.0.1:{silent.getsockname()[1]}"
+        out = cli("approvals", "watch", "--target", target, "--api-key", "k", "--timeout", "1")
+    line = assert_one_error(out, "unavailable")
+    assert target in line and "--timeout 1s" in line

@@ -34,6 +34,7 @@ logs still go through structlog; this file is a hash chain with its own writer.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from pathlib import Path
@@ -99,6 +100,15 @@ class AuditLog:
         self._signer = signer
         self._signed_seq = 0
         """The seq of the last checkpoint written by this writer (0: none yet)."""
+        try:
+            self._start()
+        except BaseException:  # the file holds its lock until closed (gateway.audit_file.lock_log)
+            with contextlib.suppress(OSError):  # the start's own error is the one to tell
+                self._sink.close()
+            raise
+
+    def _start(self) -> None:
+        """The records a start owes: what it set aside, a rotation a stop cut short."""
         if self._sink.set_aside:  # records were removed from the log (or its head is not one): keep it, say so
             code = "audit_head_unreadable" if "head_problem" in self._sink.set_aside else "audit_log_cut"
             log.error(code, path=str(self.path), **self._sink.set_aside)

@@ -39,6 +39,8 @@ class ChainedFile:
         self.fsync = fsync
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = lock_log(path)  # first: a second writer would set aside the first one's lines
+        self._released = False
+        """Whether ``close`` let go of the descriptors (once only)."""
         try:
             self._open(path)
         except BaseException:
@@ -154,15 +156,20 @@ class ChainedFile:
 
     def close(self) -> None:
         """Flush and close; a second close does nothing (closing the head's fd number twice
-        could close another file that has reused it)."""
-        if self._file.closed:
+        could close another file that has reused it). The head and the lock are let go even
+        when the log file is closed already (a rotation that could not open the new one)."""
+        if self._released:
             return
+        self._released = True
         try:
-            self.flush()
+            if not self._file.closed:
+                self.flush()
         finally:
-            self._file.close()
-            os.close(self._head_fd)
-            os.close(self._lock_fd)  # last: no other writer may start before the log is flushed
+            try:
+                self._file.close()
+            finally:
+                os.close(self._head_fd)
+                os.close(self._lock_fd)  # last: no other writer may start before the log is flushed
 
 
 class AuditLogInUse(OSError):

@@ -204,21 +204,12 @@ class PolicyConfig(_Strict):
         """An OPA URL the client cannot use is refused at load (engine: opa), naming the forms it can."""
         if info.data.get("engine") != "opa":
             return value
-        from policies._http import Endpoint, refuse_url_extras
+        from policies._http import opa_url_problem
 
-        try:
-            refuse_url_extras(value)
-            parts = urlsplit(value)
-            if parts.scheme not in ("http", "https", "unix"):
-                raise ValueError(f"scheme {parts.scheme or '(none)'!r} is not one of http://, https:// and unix://")
-            if parts.scheme != "https":
-                Endpoint(value)
-            elif not parts.hostname or parts.port == 0:  # .port raises ValueError if not a number
-                raise ValueError("an https:// URL needs a host (and a port, if given, above 0)")
-        except ValueError as exc:
+        if problem := opa_url_problem(value):
             raise PydanticCustomError("opa_url_invalid", "{problem}; give http://host[:port][/prefix], "
                                       "https://host[:port][/prefix] or unix:///absolute/path.sock",
-                                      {"problem": str(exc)}) from None
+                                      {"problem": problem})
         return value
 
 

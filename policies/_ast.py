@@ -6,7 +6,7 @@ from typing import Any
 
 
 def ref_name(ref: Any) -> str | None:
-    """``a.b.c`` for a reference of names joined by dots, else None."""
+    """``a.b.c`` for a reference of names (``a.b.c``, ``a["b"].c``), else None."""
     if not isinstance(ref, dict):
         return None
     if "Var" in ref:
@@ -14,6 +14,10 @@ def ref_name(ref: Any) -> str | None:
     if "RefDot" in ref:
         base = ref_name(ref["RefDot"]["refr"])
         return f"{base}.{ref['RefDot']['field'][1]}" if base else None
+    if "RefBrack" in ref:  # a["b"] is a.b; an index that is not a string is no name
+        index = (ref["RefBrack"].get("index") or {}).get("String")
+        base = ref_name(ref["RefBrack"]["refr"])
+        return f"{base}.{index['value']}" if base and isinstance(index, dict) else None
     return None
 
 

@@ -34,7 +34,7 @@ from policies._owned import OwnedEngine, free_strays
 _DATA_NAMES = {"data.json", "data.yaml", "data.yml"}
 _MISSING_FN = "could not find function"
 _POSITION = re.compile(r"-->\s*(?P<file>.+?):(?P<line>\d+):(?P<col>\d+)")
-_MESSAGE = re.compile(r"^error:\s*(?P<msg>.+)$", re.MULTILINE)
+_MESSAGE = re.compile(r"^(?:error|warning):\s*(?P<msg>.+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)

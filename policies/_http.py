@@ -60,6 +60,28 @@ _PREFIX: Final = re.compile(r"(/[A-Za-z0-9._~%!$&'()*+,;=:@-]+)*")
 _AUTHORITY: Final = re.compile(r"[A-Za-z0-9._~%:\[\]-]+")
 
 
+def opa_url_problem(url: str) -> str:
+    """Why the opa engine cannot use ``url`` ("" when it can): this client's ``http://`` and
+    ``unix:///`` forms (``Endpoint``), or ``https://`` with a host; never credentials, a query or a
+    fragment. The URL itself is not quoted: it may hold a secret."""
+    try:
+        refuse_url_extras(url)
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https", "unix"):
+            return f"scheme {parts.scheme or '(none)'!r} is not one of http://, https:// and unix://"
+        try:
+            parts.port  # noqa: B018 - urllib's own message would quote the port's text
+        except ValueError:
+            return "its port is not a number from 0 to 65535"
+        if parts.scheme != "https":
+            Endpoint(url)
+        elif not parts.hostname or parts.port == 0:
+            return "an https:// URL needs a host (and a port, if given, above 0)"
+    except ValueError as exc:
+        return str(exc)
+    return ""
+
+
 class TransportError(Exception):
     """The request got no complete, well-framed answer: connect, reset, EOF, bad framing."""
 

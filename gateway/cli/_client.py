@@ -38,6 +38,8 @@ _STATUS_HINTS = {
 }
 _HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>[0-9]{1,5})")
 _SCHEMES = ("unix:", "unix-abstract:")
+_MAX_REFUSAL_DETAILS = 64 * 1024
+"""Details longer than this are not read as the gateway's ``{"code", "message"}``: shown as they are."""
 
 
 def add_target_options(p: argparse.ArgumentParser) -> None:
@@ -162,10 +164,12 @@ def gateway_refusal(exc: grpc.RpcError) -> tuple[str, str] | None:
     """(code, message) when the details are the gateway's ``{"code": ..., "message": ...}``
     (``gateway.approvals.servicer``) with a snake_case code; None for other details."""
     details = str(exc.details() or "") if hasattr(exc, "details") else ""
+    if not details.startswith("{") or len(details) > _MAX_REFUSAL_DETAILS:  # the gateway's are small objects
+        return None
     try:
         body = json.loads(details)
         code, message = str(body["code"]), str(body["message"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # anyone on the way may send any details
         return None
     return (code, message) if _CODE.match(code) else None
 

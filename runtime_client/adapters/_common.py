@@ -237,8 +237,8 @@ def error_text(exc: ToolgateClientError) -> CallText:
                 "NOT executed. Retrying will not help: the operator must fix the agent's API key "
                 "(TOOLGATE_API_KEY).")
     elif isinstance(exc, ClientClosedError):
-        what = ("the adapter's gateway client is closed; the call was NOT executed. The host "
-                "application must create a new client.")
+        what = ("the adapter's gateway client was closed; if it closed while the call was on its way, "
+                "the call may have run. The host application must create a new client; " + _RETRY_SAME)
     elif isinstance(exc, GatewayTimeoutError):
         what = ("the gateway did not answer in time; the call may or may not have run. " + _RETRY_SAME)
     elif isinstance(exc, MalformedRequestError):

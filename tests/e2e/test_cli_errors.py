@@ -105,6 +105,15 @@ def _approve(stand_in: StandIn, *extra: object) -> list[object]:
 
 # --- what a gateway says is escaped ----------------------------------------------------------
 
+@pytest.mark.parametrize("details", ['{"code": ' + "[" * 5000, "[" * 5000])
+def test_details_nested_past_the_parsers_depth_are_one_error_line(capsys, stand_in, details) -> None:
+    """Every RPC error's details are tried as the gateway's {"code", "message"}: a reply nested
+    deeper than Python's recursion limit was a RecursionError traceback, exit 1."""
+    stand_in.get_error = (grpc.StatusCode.FAILED_PRECONDITION, details)
+    code, _, err = toolgate(capsys, "approvals", "show", "ap-1", "--target", stand_in.target, "--api-key", "k")
+    assert code == 3 and err.startswith("toolgate: failed_precondition: ") and len(err.splitlines()) == 1, err[:300]
+
+
 def test_an_rpc_errors_details_cannot_draw_on_the_terminal(capsys, stand_in) -> None:
     stand_in.get_error = (grpc.StatusCode.NOT_FOUND, HOSTILE)
     code, _, err = toolgate(capsys, "approvals", "show", "ap-1", "--target", stand_in.target, "--api-key", "k")

@@ -59,8 +59,16 @@ LOADED = {
     "a comprehension in the term": H + DENY + P + "s := {x: {1 | not p[x]} | some x in input.a}\n",
     "a head variable bound after": H + DENY + 'deny contains msg if { not input.ok; msg := "no" }\n',
     "an import": H + "import data.lib.q\n" + DENY + "ok if { not q[1] }\n",
+    "an import in brackets": H + 'import data.lib["q"]\n' + DENY + "ok if { not q[1] }\n",
+    "an input import in brackets": H + 'import input["user"]\n' + DENY + "ok if { not user.admin }\n",
+    "a package in brackets, its rule in another file": 'package toolgate["sub"]\nimport rego.v1\nok if { not r }\n',
 }
-FILES = {"an import": {"lib.rego": "package lib\nimport rego.v1\nq := {2}\n"}}
+FILES = {
+    "an import": {"lib.rego": "package lib\nimport rego.v1\nq := {2}\n"},
+    "an import in brackets": {"lib.rego": "package lib\nimport rego.v1\nq := {2}\n"},
+    "a package in brackets, its rule in another file": {"r.rego": "package toolgate.sub\nimport rego.v1\nr if input.x\n",
+                                                         "d.rego": H + DENY},
+}
 
 
 def _bundle(tmp_path: Path, name: str, text: str) -> Path:

@@ -89,3 +89,11 @@ def test_opa_agrees(opa_binary, tmp_path, name):
     checked = subprocess.run([str(opa_binary), "check", str(_bundle(tmp_path, text))],
                              capture_output=True, text=True, timeout=60)
     assert (checked.returncode != 0) == (name in REFUSED), checked.stdout + checked.stderr
+
+
+def test_a_refusal_regorus_words_as_a_warning_says_why(tmp_path):
+    """``import data`` loads in OPA; regorus fails every evaluation of it, with a ``warning:``
+    line, which the refusal used to leave out (it read only ``error:`` lines)."""
+    with pytest.raises(PolicyLoadError) as err:
+        EmbeddedEngine.from_bundle(_bundle(tmp_path, H + "import data\n" + DENY))
+    assert "invalid ref in import" in str(err.value)

@@ -167,3 +167,13 @@ async def test_an_approved_call_retried_with_an_equal_number_written_otherwise_r
         assert ran.startswith('<tool_output tool="count_write"'), ran
     assert executions(running) == 1
     assert json.dumps(same) != json.dumps(ARGS)
+
+
+def test_a_client_closed_under_a_call_is_not_told_as_a_call_that_did_not_run() -> None:
+    """A client closed while a call is on its way may have sent it, and the gateway runs a call
+    to its end after its caller goes: the model must not be told the side effect did not happen."""
+    from runtime_client import ClientClosedError
+    from runtime_client.adapters import error_text
+
+    said = error_text(ClientClosedError("the client was closed")).text
+    assert "NOT executed" not in said and "may have run" in said and "same idempotency key" in said

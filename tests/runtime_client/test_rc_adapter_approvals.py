@@ -53,6 +53,12 @@ async def real(tmp_path):
 
 async def approve(address: str, approval_id: str, approver: str = "alice") -> None:
     """Sign the request as ``approver`` (demo key) and submit it to the Approvals service."""
+    assert await vote(address, approval_id, approver) == "approved"
+
+
+async def vote(address: str, approval_id: str, approver: str, reject: str = "") -> str:
+    """``approver`` (demo key) approves the request, or rejects it for the reason ``reject``,
+    through the Approvals service; the request's status after."""
     pem = (ROOT / "examples" / "keys" / f"{approver}.pem").read_bytes()
     key = SigningKey(key_labels(pem)["kid"], load_private_key(pem))
     metadata = (("x-api-key", f"{approver}-approver-key"),)
@@ -62,11 +68,16 @@ async def approve(address: str, approval_id: str, approver: str = "alice") -> No
         now = int(time.time())
         claims = {"iss": approver, "sub": a.approval_id, "aud": a.audience, "tool": a.tool,
                   "args_hash": a.args_hash, "tenant": a.tenant, "run_id": a.run_id, "iat": now,
-                  "exp": now + 300, "jti": str(uuid.uuid4())}
-        token = tokens.sign(claims, key, tokens.TYP_APPROVAL)
-        out = await approvals.Submit(pb.SubmitApprovalRequest(approval_id=approval_id, token=token),
-                                     metadata=metadata, timeout=10)
-    assert out.status == "approved", out
+                  "exp": now + 300, "jti": str(uuid.uuid4()), **({"reason": reject} if reject else {})}
+        if reject:
+            token = tokens.sign(claims, key, tokens.TYP_REJECTION)
+            out = await approvals.Reject(pb.RejectApprovalRequest(approval_id=approval_id, token=token),
+                                         metadata=metadata, timeout=10)
+        else:
+            token = tokens.sign(claims, key, tokens.TYP_APPROVAL)
+            out = await approvals.Submit(pb.SubmitApprovalRequest(approval_id=approval_id, token=token),
+                                         metadata=metadata, timeout=10)
+    return out.status
 
 
 @asynccontextmanager

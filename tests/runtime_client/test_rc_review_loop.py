@@ -6,19 +6,11 @@ with real SQLite checkpoints; the cap tests use the in-memory fake."""
 from __future__ import annotations
 
 import json
-import time
-import uuid
-
-import grpc
 
 from runtime_client import AgentState, Answer, AsyncGatewayClient, StopReason, ToolCall, resume, run_agent
 from runtime_client import _loop
-from tests.conftest import AGENT_KEY, ROOT
-
-from gateway._proto.toolgate.v1 import gateway_pb2 as pb  # noqa: E402
-from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc  # noqa: E402
-from gateway.approvals import tokens  # noqa: E402
-from gateway.approvals.keyring import SigningKey, key_labels, load_private_key  # noqa: E402
+from tests.conftest import AGENT_KEY
+from tests.runtime_client.test_rc_adapter_approvals import vote
 
 
 def _once(call: ToolCall):
@@ -71,20 +63,7 @@ async def test_many_field_errors_are_capped_and_kept_on_one_line_each(fake, chec
 
 async def _reject(address: str, approval_id: str, reason: str, approver: str = "bob") -> None:
     """Sign a rejection as ``approver`` (demo key) and submit it to the Approvals service."""
-    pem = (ROOT / "examples" / "keys" / f"{approver}.pem").read_bytes()
-    key = SigningKey(key_labels(pem)["kid"], load_private_key(pem))
-    metadata = (("x-api-key", f"{approver}-approver-key"),)
-    async with grpc.aio.insecure_channel(address) as channel:
-        approvals = pb_grpc.ApprovalsStub(channel)
-        a = await approvals.Get(pb.GetApprovalRequest(approval_id=approval_id), metadata=metadata, timeout=10)
-        now = int(time.time())
-        claims = {"iss": approver, "sub": a.approval_id, "aud": a.audience, "tool": a.tool,
-                  "args_hash": a.args_hash, "tenant": a.tenant, "run_id": a.run_id, "iat": now,
-                  "exp": now + 300, "jti": str(uuid.uuid4()), "reason": reason}
-        token = tokens.sign(claims, key, tokens.TYP_REJECTION)
-        out = await approvals.Reject(pb.RejectApprovalRequest(approval_id=approval_id, token=token),
-                                     metadata=metadata, timeout=10)
-    assert out.status == "rejected", out
+    assert await vote(address, approval_id, approver, reject=reason) == "rejected"
 
 
 async def test_resume_tells_the_model_why_the_approval_was_rejected(running, checkpoints):

@@ -31,6 +31,9 @@ class Answer:
 class ToolCall:
     name: str
     input: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] | None = None
+    """Sent with the call for the policy (``run.evidence``: the agent's untrusted hints, such as a
+    ticket id), answering a ``require_more_evidence``; not part of the arguments or their hash."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,19 +92,22 @@ def _non_string_key(value: Any) -> Any:
     return None
 
 
-def _check_json(name: str, value: dict[str, Any]) -> None:
+def _check_json(name: str, value: dict[str, Any], what: str = "input") -> None:
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidDecision(f"input of tool {name!r} is not JSON: {exc}") from None
+        raise InvalidDecision(f"{what} of tool {name!r} is not JSON: {exc}") from None
     key = _non_string_key(value)  # after dumps: no cycles, bounded depth
-    _need(key is None, f"input of tool {name!r} is not JSON: object key {key!r} is not a string")
+    _need(key is None, f"{what} of tool {name!r} is not JSON: object key {key!r} is not a string")
 
 
 def _check_call(call: ToolCall) -> ToolCall:
     _need(isinstance(call.name, str) and bool(call.name), "tool call needs a non-empty name")
     _need(isinstance(call.input, dict), "tool input must be a JSON object")
     _check_json(call.name, call.input)
+    if call.evidence is not None:
+        _need(isinstance(call.evidence, dict), "tool evidence must be a JSON object")
+        _check_json(call.name, call.evidence, "evidence")
     return call
 
 
@@ -121,8 +127,10 @@ def _from_dict(raw: Mapping[str, Any]) -> Decision:
               "ask_human": ({"question"}, AskHuman), "stop": ({"reason"}, Stop)}
     _need(kind in shapes, f"unknown decision type {kind!r}")
     keys, cls = shapes[kind]
-    _need(set(raw) == keys | {"type"}, f"{kind} decision must have exactly {sorted(keys)}")
-    return parse_decision(cls(**{k: raw[k] for k in keys}))
+    optional = {"evidence"} if kind == "tool" else set()
+    _need(keys | {"type"} <= set(raw) <= keys | optional | {"type"},
+          f"{kind} decision must have exactly {sorted(keys)}" + (f" (and may have {sorted(optional)})" if optional else ""))
+    return parse_decision(cls(**{k: raw[k] for k in (keys | optional) & set(raw)}))
 
 
 def parse_decision(raw: Any) -> Decision:

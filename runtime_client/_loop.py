@@ -20,7 +20,7 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from runtime_client._checkpoints import CheckpointStore, SQLiteCheckpoints
@@ -128,11 +128,31 @@ def _describe(decision: Decision) -> dict[str, Any]:
     return {"kind": kind[type(decision)], **{k: getattr(decision, k) for k in decision.__slots__}}
 
 
+@dataclass(frozen=True, slots=True)
+class EvidenceRequest:
+    """What the policy asked for before a call may go on (``require_more_evidence``), for the
+    application's ``evidence`` provider (``run_agent``)."""
+
+    tool: str
+    input: dict[str, Any]
+    missing: tuple[str, ...]
+    """The evidence keys the policy named."""
+    reasons: tuple[str, ...]
+    given: dict[str, Any]
+    """The evidence the call was sent with ({} for none)."""
+
+
+EvidenceProvider = Callable[[EvidenceRequest], Any]
+"""Returns (or awaits to) a dict of evidence to send the call again with, or None to let the run
+stop ``blocked``."""
+
+
 class _Runner:
     def __init__(self, log: EventLog, decide: Decide, gateway: AsyncGatewayClient,
                  store: CheckpointStore | None, tracer: Tracer, cfg: ContextConfig,
-                 stop_on_tool_error: bool) -> None:
+                 stop_on_tool_error: bool, evidence: EvidenceProvider | None = None) -> None:
         self.log, self.decide, self.gateway, self.store = log, decide, gateway, store
+        self.evidence = evidence
         self.tracer, self.cfg, self.stop_on_tool_error = tracer, cfg, stop_on_tool_error
         self.budget = log.state.max_steps
         self.calls_per_step = log.state.max_calls_per_step
@@ -259,6 +279,7 @@ class _Runner:
                     self._not_run(step, p.call, self.state.stop_reason.value, _stopped_why(self.state.stop_reason))
                 continue
             outcomes = await run_batch(self.gateway, self.state.run_id, step, batch)
+            outcomes = [await self._with_evidence(step, o) for o in outcomes]
             self.settle(step, [self.handle(step, o) for o in outcomes])
         for call in calls[self.calls_per_step:]:
             self._not_run(step, call, "max_calls_per_step", f"a decision may make at most {self.calls_per_step} "
@@ -274,6 +295,28 @@ class _Runner:
         shown = shown if len(shown) <= MAX_SHOWN_INPUT else shown[:MAX_SHOWN_INPUT] + "…"
         self.log.record("message_added", role="assistant", content=f"[runtime] {call.name} {shown} "
                         f"was not run: {why}; call it again if it is still needed.")
+
+    async def _with_evidence(self, step: int, outcome: CallOutcome) -> CallOutcome:
+        """A call the policy wants more evidence for, sent once more with what the application's
+        ``evidence`` provider gives (added to the evidence it had), under the same idempotency
+        key: nothing ran, so the gateway decides it anew. Without a provider, or when it gives
+        None, the outcome stands (the run stops ``blocked``)."""
+        result, call = outcome.result, outcome.planned.call
+        if self.evidence is None or result is None or not isinstance(result.outcome, EvidenceRequired):
+            return outcome
+        asked = EvidenceRequest(call.name, dict(call.input), tuple(result.outcome.missing),
+                                tuple(result.outcome.reasons), dict(call.evidence or {}))
+        given = self.evidence(asked)
+        if inspect.isawaitable(given):
+            given = await given
+        if given is None:
+            return outcome
+        if not isinstance(given, dict):
+            raise TypeError(f"the evidence provider gave {type(given).__name__}, not a dict or None")
+        again = parse_decision(ToolCall(call.name, call.input, {**asked.given, **given}))
+        self.observe(step, "runtime", f"{call.name}: evidence {sorted(given)} supplied by the application",
+                     tool=call.name, code="evidence_supplied", status="retried", data={"keys": sorted(given)})
+        return await call_one(self.gateway, self.state.run_id, step, replace(outcome.planned, call=again))
 
     # ------------------------------------------------------------ outcomes
 
@@ -336,7 +379,8 @@ class _Runner:
                      decision_id=decision_id, data={"approval_id": o.approval_id})
         self.log.record("approval_pending", approval_id=o.approval_id, tool=p.call.name,
                         input=p.call.input, step=step, idempotency_key=p.idempotency_key,
-                        decision_id=decision_id, reasons=list(o.reasons))
+                        decision_id=decision_id, reasons=list(o.reasons),
+                        **({"evidence": p.call.evidence} if p.call.evidence is not None else {}))
         return Halt(StopReason.AWAITING_APPROVAL, {"approval_id": o.approval_id})
 
     # ------------------------------------------------------------ resume
@@ -387,7 +431,7 @@ class _Runner:
         return True
 
     async def _redeem_one(self, pending: PendingApproval, approval: Approval) -> Halt | None:
-        planned = PlannedCall(0, ToolCall(pending.tool, pending.input),
+        planned = PlannedCall(0, ToolCall(pending.tool, pending.input, pending.evidence),
                               f"{pending.idempotency_key}:approved")
         grant = approval.grant
         extra = {"approval_grant": grant} if grant else {"approval_id": pending.approval_id}
@@ -433,9 +477,11 @@ class _Runner:
 async def run_agent(state: AgentState, decide: Decide, gateway: AsyncGatewayClient, *,
                     checkpoints: CheckpointStore | None = _UNSET, tracer: Tracer | None = None,
                     context: ContextConfig = ContextConfig(),
-                    stop_on_tool_error: bool = True) -> RunResult:
+                    stop_on_tool_error: bool = True, evidence: EvidenceProvider | None = None) -> RunResult:
     """Run ``decide`` against ``gateway`` until a stop reason. ``checkpoints`` defaults to a
-    SQLite file (``TOOLGATE_CHECKPOINTS`` or ``.toolgate/checkpoints.sqlite3``); ``None`` is off."""
+    SQLite file (``TOOLGATE_CHECKPOINTS`` or ``.toolgate/checkpoints.sqlite3``); ``None`` is off.
+    ``evidence``: asked when the policy wants more evidence for a call (``EvidenceRequest``); the
+    call is sent once more with what it gives, or the run stops ``blocked`` when it gives None."""
     if not isinstance(state, AgentState):
         raise TypeError("state must be an AgentState")
     if state.stop_reason is not None:
@@ -447,7 +493,7 @@ async def run_agent(state: AgentState, decide: Decide, gateway: AsyncGatewayClie
         raise ValueError(f"run {state.run_id} is in the checkpoint store already: resume() it, or start "
                          "a new run with a new run_id")
     runner = _Runner(EventLog.start(state), decide, gateway, store,
-                     tracer or Tracer(), context, stop_on_tool_error)
+                     tracer or Tracer(), context, stop_on_tool_error, evidence)
     await runner.run()
     return runner.result()
 
@@ -463,7 +509,7 @@ def _checkpointed(store: CheckpointStore, run_id: str) -> bool:
 async def resume(run_id: str, decide: Decide, gateway: AsyncGatewayClient, *,
                  checkpoints: CheckpointStore | None = _UNSET, wait: float | None = None,
                  tracer: Tracer | None = None, context: ContextConfig = ContextConfig(),
-                 stop_on_tool_error: bool = True) -> RunResult:
+                 stop_on_tool_error: bool = True, evidence: EvidenceProvider | None = None) -> RunResult:
     """Continue a run paused for approval: run each approved call exactly once, then loop.
 
     ``wait`` (seconds) watches still-pending approvals; without it a pending approval leaves
@@ -478,7 +524,7 @@ async def resume(run_id: str, decide: Decide, gateway: AsyncGatewayClient, *,
         raise ValueError("resume needs a checkpoint store")
     state, events = store.load(run_id)
     runner = _Runner(EventLog(state, events), decide, gateway, store, tracer or Tracer(),
-                     context, stop_on_tool_error)
+                     context, stop_on_tool_error, evidence)
     if state.stop_reason is None:
         await runner.run()
         return runner.result()

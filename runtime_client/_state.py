@@ -65,6 +65,8 @@ class PendingApproval(_Model):
     idempotency_key: str
     decision_id: str = ""
     reasons: list[str] = Field(default_factory=list)
+    evidence: dict[str, Any] | None = None
+    """The evidence the call was sent with: sent again with the approved call."""
 
 
 class AgentState(_Model):

@@ -88,7 +88,9 @@ def _all_read(batch: list[PlannedCall], tools: dict[str, ToolSpec]) -> bool:
 
 async def call_one(gateway: AsyncGatewayClient, run_id: str, step: int, p: PlannedCall,
                    **extra: str) -> CallOutcome:
-    fields = {"run_id": run_id, "step": step, "idempotency_key": p.idempotency_key, **extra}
+    fields: dict[str, Any] = {"run_id": run_id, "step": step, "idempotency_key": p.idempotency_key, **extra}
+    if p.call.evidence is not None:
+        fields["evidence"] = p.call.evidence
     try:
         return CallOutcome(p, await gateway.execute(p.call.name, p.call.input, **fields))
     except ToolgateClientError as exc:

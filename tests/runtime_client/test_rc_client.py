@@ -119,7 +119,7 @@ def test_exported_names_are_pinned():
     assert {"AgentState", "AsyncGatewayClient", "GatewayClient", "run_agent", "resume", "StateGraph",
             "TrajectoryEval", "ToolgateClientError", "Observation", "Refused", "ApprovalRequired",
             "EvidenceRequired", "Answer", "ToolCall", "AskHuman", "Stop"} <= set(runtime_client.__all__)
-    assert len(runtime_client.__all__) == 73
+    assert len(runtime_client.__all__) == 74
     for name in runtime_client.__all__:
         assert getattr(runtime_client, name) is not None
     assert not any(n.startswith("_") or "pb" in n.lower() for n in runtime_client.__all__)

@@ -44,9 +44,8 @@ from gateway.codes import Code
 from gateway.executors.base import ExecRequest, ExecResult, number_text
 from gateway.executors.capture import CappedOutput
 from gateway.executors.egress_backend import CheckedBackend, NonPublicAddress, Resolver, is_ip_literal, system_resolver
-from gateway.executors.options import DEFAULT_MAX_BYTES, HttpOptions
+from gateway.executors.options import HttpOptions
 
-DEFAULT_MAX_RESPONSE = DEFAULT_MAX_BYTES
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
 

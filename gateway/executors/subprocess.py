@@ -47,9 +47,8 @@ from gateway.codes import Code
 from gateway.credentials import credential_files
 from gateway.executors.base import ExecRequest, ExecResult, number_text, unconfined_egress
 from gateway.executors.capture import CappedOutput, finish_readers
-from gateway.executors.options import DEFAULT_MAX_BYTES, SubprocessOptions
+from gateway.executors.options import SubprocessOptions
 
-DEFAULT_MAX_OUTPUT = DEFAULT_MAX_BYTES
 CLEAN_PATH = "/usr/local/bin:/usr/bin:/bin"
 _PLACEHOLDER = re.compile(r"^(?:file:)?[A-Za-z_][A-Za-z0-9_]*\Z")
 

@@ -29,8 +29,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.executors.http import DEFAULT_MAX_RESPONSE
-from gateway.executors.subprocess import DEFAULT_MAX_OUTPUT
+from gateway.executors.options import DEFAULT_MAX_BYTES
 from gateway.injection import MAX_SCAN_CHARS
 from gateway.injection import PATTERNS as INJECTION_PATTERNS
 from gateway.scrub import DEFAULT_PATTERNS, PATTERN_MARGIN_BYTES
@@ -39,7 +38,7 @@ from tests.conftest import JsonLineWorker
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SCRUB_CHARS = max(DEFAULT_MAX_OUTPUT, DEFAULT_MAX_RESPONSE) + PATTERN_MARGIN_BYTES
+SCRUB_CHARS = DEFAULT_MAX_BYTES + PATTERN_MARGIN_BYTES  # an http body's or a subprocess output's default cap
 """The longest text scrubbed or cut by default: an executor's cap plus the margin read past it."""
 
 LIMIT_EXPONENT = 1.3

@@ -5,13 +5,14 @@ decided with one of them, so a data file shadowing a rule could turn a policy's 
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from policies import EmbeddedEngine
 from policies._errors import PolicyLoadError
+
+from bundle_files import opa_check, write_bundle
 
 REPO = Path(__file__).resolve().parents[2]
 H = "package toolgate\nimport rego.v1\n"
@@ -41,28 +42,17 @@ LOADED = {
 }
 
 
-def _bundle(tmp_path: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
-    return tmp_path
-
-
-def _opa_check(opa_binary: Path, bundle: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(opa_binary), "check", "-b", str(bundle)], capture_output=True, text=True, timeout=60)
-
-
 @pytest.mark.parametrize("name", REFUSED)
 def test_what_opa_refuses_to_compile_does_not_load(tmp_path, name):
     files, says = REFUSED[name]
     with pytest.raises(PolicyLoadError) as err:
-        EmbeddedEngine.from_bundle(_bundle(tmp_path, files))
+        EmbeddedEngine.from_bundle(write_bundle(tmp_path, files))
     assert says in str(err.value)
 
 
 @pytest.mark.parametrize("name", LOADED)
 def test_what_opa_compiles_loads(tmp_path, name):
-    EmbeddedEngine.from_bundle(_bundle(tmp_path, LOADED[name]))
+    EmbeddedEngine.from_bundle(write_bundle(tmp_path, LOADED[name]))
 
 
 def test_the_default_bundle_with_a_data_file_shadowing_its_denials_does_not_load(tmp_path):
@@ -78,5 +68,5 @@ def test_the_default_bundle_with_a_data_file_shadowing_its_denials_does_not_load
 @pytest.mark.parametrize("name", [*REFUSED, *LOADED])
 def test_opa_agrees(opa_binary, tmp_path, name):
     files = REFUSED[name][0] if name in REFUSED else LOADED[name]
-    checked = _opa_check(opa_binary, _bundle(tmp_path, files))
+    checked = opa_check(opa_binary, write_bundle(tmp_path, files), "-b")
     assert (checked.returncode != 0) == (name in REFUSED), checked.stdout + checked.stderr

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,8 @@ from policies._bundle import check_variables
 from policies._errors import PolicyLoadError
 from policies._negation import unsafe_negations
 from policies._owned import OwnedEngine
+
+from bundle_files import opa_check, write_bundle
 
 H = "package toolgate\nimport rego.v1\n"
 DENY = 'default decision := {"decision": "deny", "reasons": ["no"]}\n'
@@ -72,10 +73,7 @@ FILES = {
 
 
 def _bundle(tmp_path: Path, name: str, text: str) -> Path:
-    (tmp_path / "p.rego").write_text(text)
-    for file, other in FILES.get(name, {}).items():
-        (tmp_path / file).write_text(other)
-    return tmp_path
+    return write_bundle(tmp_path, {"p.rego": text, **FILES.get(name, {})})
 
 
 @pytest.mark.parametrize("name", REFUSED)
@@ -105,8 +103,7 @@ def test_the_negation_would_have_turned_a_denial_off(tmp_path):
 @pytest.mark.parametrize("name", [*REFUSED, *LOADED])
 def test_opa_agrees(opa_binary, tmp_path, name):
     text = REFUSED[name][0] if name in REFUSED else LOADED[name]
-    checked = subprocess.run([str(opa_binary), "check", str(_bundle(tmp_path, name, text))],
-                             capture_output=True, text=True, timeout=60)
+    checked = opa_check(opa_binary, _bundle(tmp_path, name, text))
     assert (checked.returncode != 0) == (name in REFUSED), checked.stdout + checked.stderr
 
 
@@ -129,8 +126,7 @@ def _opa_errors(opa_binary: Path, folder: Path) -> dict[str, list[tuple[str, str
     so each round drops the files it reported and checks the rest again."""
     errors: dict[str, list[tuple[str, str]]] = {}
     while True:
-        out = subprocess.run([str(opa_binary), "check", "--max-errors", "-1", str(folder)],
-                             capture_output=True, text=True, timeout=120)
+        out = opa_check(opa_binary, folder, "--max-errors", "-1", timeout=120)
         found: dict[str, list[tuple[str, str]]] = {}
         for line in (out.stdout + out.stderr).splitlines():
             hit = re.search(r"/(c\d+\.rego):\d+: (\w+): (.*)", line)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,8 @@ import pytest
 from gateway.cli import policy_cmd
 from policies import EmbeddedEngine
 from policies._errors import PolicyLoadError
+
+from bundle_files import opa_check, write_bundle
 
 H = "package toolgate\nimport rego.v1\n"
 DENY = 'default decision := {"decision": "deny", "reasons": ["no"]}\n'
@@ -41,8 +42,7 @@ LOADED = {
 
 
 def _bundle(tmp_path: Path, text: str) -> Path:
-    (tmp_path / "p.rego").write_text(text)
-    return tmp_path
+    return write_bundle(tmp_path, {"p.rego": text})
 
 
 @pytest.mark.parametrize("name", REFUSED)
@@ -86,8 +86,7 @@ async def test_a_reload_to_such_a_bundle_keeps_the_old_policy(tmp_path):
 @pytest.mark.parametrize("name", [*REFUSED, *LOADED])
 def test_opa_agrees(opa_binary, tmp_path, name):
     text = REFUSED[name][0] if name in REFUSED else LOADED[name]
-    checked = subprocess.run([str(opa_binary), "check", str(_bundle(tmp_path, text))],
-                             capture_output=True, text=True, timeout=60)
+    checked = opa_check(opa_binary, _bundle(tmp_path, text))
     assert (checked.returncode != 0) == (name in REFUSED), checked.stdout + checked.stderr
 
 

@@ -8,7 +8,6 @@ hold no key), then UNIMPLEMENTED, as grpc itself would answer."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import stat
 from pathlib import Path
@@ -28,9 +27,8 @@ from gateway.auth import AuthenticatedServer, RefusalAudit
 from gateway.codes import Code
 from gateway.config import Config
 from gateway.edge_limits import CappedStreams
-from gateway.key_files import KeyFileExposed, read_key_file
-from gateway.regular_files import open_regular
 from gateway.servicer import ToolGatewayServicer
+from gateway.tls_files import load_tls_files
 
 log = structlog.get_logger("toolgate.server")
 
@@ -119,37 +117,10 @@ def _bind(server: grpc.aio.Server, config: Config, address: str) -> int:
 def _add_port(server: grpc.aio.Server, config: Config, address: str) -> int:
     if config.tls is None:
         return server.add_insecure_port(address)
-    tls = config.tls
-    ca = _tls_file("tls.client_ca_file", config.resolve(tls.client_ca_file)) if tls.client_ca_file else None
-    key = _tls_file("tls.key_file", config.resolve(tls.key_file), _tls_key)
+    files = load_tls_files(config)  # unusable files named here, not as a failed bind
     creds = grpc.ssl_server_credentials(
-        [(key, _tls_file("tls.cert_file", config.resolve(tls.cert_file)))],
-        root_certificates=ca,
-        require_client_auth=ca is not None,
-    )
+        [(files.key, files.chain)], root_certificates=files.client_ca, require_client_auth=files.client_ca is not None)
     return server.add_secure_port(address, creds)
-
-
-def _tls_file(setting: str, path: Path, read: Any = None) -> bytes:
-    """A TLS file's bytes; an OSError naming the setting and the file when it cannot be read."""
-    try:
-        if read is not None:
-            return read(path)
-        fd, _ = open_regular(path, os.O_RDONLY)  # a FIFO put in its place is refused, not waited on
-        with os.fdopen(fd, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise OSError(exc.errno, f"{setting} {path}: {exc.strerror or exc}") from None
-
-
-def _tls_key(path: Path) -> bytes:
-    """The gateway's TLS private key (``read_key_file``): whoever can read it can pose as this gateway
-    to every agent and approver, and collect their API keys; whoever can write it can put their own in
-    its place. So others may do neither, and its group may at most read it; ValueError otherwise."""
-    try:
-        return read_key_file(path, group_may_read=True)
-    except KeyFileExposed as exc:
-        raise ValueError(f"tls.key_file {exc}, and whoever can read it can pose as this gateway; {exc.remedy}") from None
 
 
 async def serve(config: Config, address: str | None = None, *, ready=None, worker: int | None = None) -> None:

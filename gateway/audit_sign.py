@@ -88,20 +88,32 @@ def load_signer(path: Path) -> CheckpointSigner:
     """The signing key at ``path``; generated (0600, with ``<path>.pub``) when missing.
     ValueError when it cannot be used (exposed, not Ed25519, unreadable)."""
     if not path.exists():
-        key = Ed25519PrivateKey.generate()
+        _make_signing_key(path)
+    return read_signer(path)
+
+
+def _make_signing_key(path: Path) -> None:
+    """Generate the signing key at ``path`` (0600) with its ``<path>.pub``, unless another process
+    made it first. ValueError when it cannot be made."""
+    key = Ed25519PrivateKey.generate()
+    try:
+        write_private_key(path, key)
+    except FileExistsError:  # another process made it first: that one is read
+        pass
+    except OSError as exc:
+        raise ValueError(f"audit signing key {path} cannot be made: {exc.strerror or exc}") from None
+    else:  # only the process that made the key writes its .pub; one left from a key no longer there goes
         try:
-            write_private_key(path, key)
-        except FileExistsError:  # another process made it first: that one is read below
-            pass
+            public_path(path).unlink(missing_ok=True)
+            write_public_key(public_path(path), key.public_key())
         except OSError as exc:
-            raise ValueError(f"audit signing key {path} cannot be made: {exc.strerror or exc}") from None
-        else:  # only the process that made the key writes its .pub; one left from a key no longer there goes
-            try:
-                public_path(path).unlink(missing_ok=True)
-                write_public_key(public_path(path), key.public_key())
-            except OSError as exc:
-                raise ValueError(f"audit signing key {path} was made, but its public half {public_path(path)} "
-                                 f"cannot be written: {exc.strerror or exc}") from None
+            raise ValueError(f"audit signing key {path} was made, but its public half {public_path(path)} "
+                             f"cannot be written: {exc.strerror or exc}") from None
+
+
+def read_signer(path: Path) -> CheckpointSigner:
+    """The signing key at ``path``, which must exist. ValueError when it cannot be used (exposed,
+    not Ed25519, unreadable)."""
     try:
         key = load_private_key(read_key_file(path, group_may_read=True))
     except KeyFileExposed as exc:

@@ -133,18 +133,36 @@ def load_grant_keys(cfg: ApprovalsConfig, data_dir: Path, gateway_id: str, *, sh
     may be presented to any, so all must sign with one key the operator gives each of them, and a
     key made here would be this replica's alone (its grants refused by the others). ValueError."""
     paths = [in_data_dir(data_dir, f) for f in cfg.grant_keys]
-    if not paths[0].exists():
-        if shared_store:
-            raise ValueError(
-                f"grant key {paths[0]} does not exist. With store.kind: postgres the replicas must all sign grants "
-                "with one key, so none is made here: create it once with 'toolgate keys grant --out FILE' and list "
-                "that file first in approvals.grant_keys on every replica")
+    if _first_to_make(paths, shared_store):
         write_private_key(paths[0], Ed25519PrivateKey.generate())
     keys = []
     for path in paths:
         key = _grant_key(path)
         keys.append(SigningKey(f"grant-{key_thumbprint(key.public_key())}", key))
     return GrantKeys(keys, owner=gateway_id)
+
+
+def check_grant_keys(config: Any) -> bool:
+    """Read every grant key a start of ``config`` would read, and make none (``toolgate config check``):
+    True when a start would make the first one. ValueError as ``load_grant_keys``."""
+    paths = [in_data_dir(config.data_path, f) for f in approvals_config(config).grant_keys]
+    made = _first_to_make(paths, config.store.kind == "postgres")
+    for path in paths[1 if made else 0:]:
+        _grant_key(path)
+    return made
+
+
+def _first_to_make(paths: list[Path], shared_store: bool) -> bool:
+    """Whether the first grant key is missing and is to be made here; ValueError when it is missing
+    and may not be (``load_grant_keys``)."""
+    if paths[0].exists():
+        return False
+    if shared_store:
+        raise ValueError(
+            f"grant key {paths[0]} does not exist. With store.kind: postgres the replicas must all sign grants "
+            "with one key, so none is made here: create it once with 'toolgate keys grant --out FILE' and list "
+            "that file first in approvals.grant_keys on every replica")
+    return True
 
 
 def _grant_key(path: Path) -> Ed25519PrivateKey:

@@ -23,6 +23,7 @@ from gateway.cli._errors import EXIT, CliError, fail, report
 # Sub-command modules, each with add_parser(subparsers). Order is the order in --help.
 COMMANDS = (
     "gateway.cli.serve_cmd",
+    "gateway.cli.config_cmd",
     "gateway.cli.client_cmds",
     "gateway.cli.approvals_cmd",
     "gateway.cli.keys_cmd",

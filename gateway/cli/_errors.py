@@ -17,6 +17,9 @@ Each code has one exit status (``gateway.cli`` says what the statuses mean):
        invalid_expected_record      ``audit verify --expect-record`` is not SEQ:HASH
        invalid_time                 ``--since``/``--until`` is no finite time
        config_invalid, cannot_start ``serve``: the config, or start-up, failed
+       tool_schema_invalid, policy_bundle_invalid, credentials_invalid, approvals_invalid,
+       grant_key_invalid, audit_signing_key_invalid, tls_file_invalid
+                                    ``config check``: what a start would stop on
        invalid_approver_id, key_file_exists, key_dir_unwritable    ``keys new`` (and ``keys grant``, ``keys audit``)
        passphrase_env_unset         ``--passphrase-env VAR`` names an unset or empty variable
        key_file_not_found, key_file_unreadable, key_file_writable,
@@ -65,7 +68,8 @@ EXIT: dict[str, int] = {
         "key_passphrase_needed", "key_passphrase_wrong", "key_not_encrypted", "key_invalid", "key_labels_missing",
         "policy_bundle_invalid", "audit_unreadable", "audit_malformed", "insecure_target", "tls_file_unreadable",
         "tls_key_file_writable", "tls_key_file_readable", "usage_error", "invalid_target", "tls_ca_file_invalid",
-        "tls_client_cert_invalid",
+        "tls_client_cert_invalid", "tool_schema_invalid", "credentials_invalid", "approvals_invalid",
+        "grant_key_invalid", "audit_signing_key_invalid", "tls_file_invalid",
         "invalid_lifetime", "api_key_invalid", "client_cert_incomplete", "reason_too_long",
     ), 2),
     **dict.fromkeys(("args_not_strict_json", "args_hash_mismatch", "request_malformed", "audience_mismatch",

@@ -17,8 +17,9 @@ from runtime_client._errors import (
 )
 from runtime_client._eval import EvalResult, TrajectoryEval, evaluate
 from runtime_client._events import Event, EventLog, replay
+from runtime_client._evidence import EvidenceRequest
 from runtime_client._graph import END, Failed, GraphResult, Node, Rejected, StateGraph
-from runtime_client._loop import EvidenceRequest, RunResult, resume, run_agent
+from runtime_client._loop import RunResult, resume, run_agent
 from runtime_client._model import ModelAdapter, OpenAIChatAdapter, model_decide, parse_openai_response
 from runtime_client._state import AgentState, MemoryItem, Message, PendingApproval, StepObservation, StopReason
 from runtime_client._trace import TRACE_EVENT_TYPES, TraceEvent, Tracer

@@ -35,6 +35,7 @@ from runtime_client._errors import (
     ApprovalTimeoutError, CheckpointNotFoundError, ModelOutputError, ToolgateClientError,
 )
 from runtime_client._events import Event, EventLog
+from runtime_client._evidence import EvidenceProvider, ask_evidence, evidence_request
 from runtime_client._state import AgentState, PendingApproval, StopReason
 from runtime_client._tool_execution import (
     CallOutcome, Halt, PlannedCall, batches, call_one, plan, run_batch, winning_halt,
@@ -126,25 +127,6 @@ def _describe(decision: Decision) -> dict[str, Any]:
         return {"kind": "tool_calls", "tools": [c.name for c in decision.calls]}
     kind = {Answer: "answer", ToolCall: "tool_call", AskHuman: "ask_human", Stop: "stop"}
     return {"kind": kind[type(decision)], **{k: getattr(decision, k) for k in decision.__slots__}}
-
-
-@dataclass(frozen=True, slots=True)
-class EvidenceRequest:
-    """What the policy asked for before a call may go on (``require_more_evidence``), for the
-    application's ``evidence`` provider (``run_agent``)."""
-
-    tool: str
-    input: dict[str, Any]
-    missing: tuple[str, ...]
-    """The evidence keys the policy named."""
-    reasons: tuple[str, ...]
-    given: dict[str, Any]
-    """The evidence the call was sent with ({} for none)."""
-
-
-EvidenceProvider = Callable[[EvidenceRequest], Any]
-"""Returns (or awaits to) a dict of evidence to send the call again with, or None to let the run
-stop ``blocked``."""
 
 
 class _Runner:
@@ -304,15 +286,10 @@ class _Runner:
         result, call = outcome.result, outcome.planned.call
         if self.evidence is None or result is None or not isinstance(result.outcome, EvidenceRequired):
             return outcome
-        asked = EvidenceRequest(call.name, dict(call.input), tuple(result.outcome.missing),
-                                tuple(result.outcome.reasons), dict(call.evidence or {}))
-        given = self.evidence(asked)
-        if inspect.isawaitable(given):
-            given = await given
+        asked = evidence_request(call.name, call.input, result.outcome, call.evidence)
+        given = await ask_evidence(self.evidence, asked)
         if given is None:
             return outcome
-        if not isinstance(given, dict):
-            raise TypeError(f"the evidence provider gave {type(given).__name__}, not a dict or None")
         again = parse_decision(ToolCall(call.name, call.input, {**asked.given, **given}))
         self.observe(step, "runtime", f"{call.name}: evidence {sorted(given)} supplied by the application",
                      tool=call.name, code="evidence_supplied", status="retried", data={"keys": sorted(given)})

@@ -15,6 +15,10 @@ the same idempotency key, so the gateway replays its outcome instead of running 
 That memory is scoped: per MCP session in ``mcp_server`` (unless a ``run_id`` is given), per
 tool list in the LangChain and Agents SDK adapters (build one list per agent run or
 conversation: the users of one list share its approvals).
+Each adapter takes an optional ``evidence`` provider, as ``run_agent`` does: asked when the
+policy wants more evidence for a call, which is then sent once more with what it gives (and,
+if it then awaits approval, the approved call with it too); without one, the model is told what
+evidence is missing.
 """
 
 from runtime_client.adapters._common import ApprovalMemory, CallText, call_text, error_text

@@ -23,6 +23,15 @@ A call the gateway could not answer (it is down, the API key is rejected, a dead
 is no exception the framework must handle: ``call`` returns it as an error ``CallText`` with
 the client error's stable ``code`` (``unavailable``, ``unauthenticated``, ``deadline_exceeded``,
 ...) and what to do about it (``error_text``).
+
+A call the policy wants more evidence for (``require_more_evidence``) is answered by the
+application's ``evidence`` provider, if the adapter was given one (``run_agent``'s contract:
+``EvidenceRequest`` in, a dict or None out): the call is sent once more, under the same
+idempotency key (nothing ran), with that evidence added. When the provider gives None, or the
+policy still wants more, the model is told what is missing (``evidence_required``); when it
+raises (or gives no dict), ``EvidenceProviderError`` (``evidence_provider_failed``). A call that
+then awaits approval keeps its evidence in the memory beside the approval id, and the approved
+call is sent with it (the policy asks for the evidence again before it reads the approval).
 """
 
 from __future__ import annotations
@@ -41,10 +50,12 @@ import rfc8785
 
 from runtime_client._client import AsyncGatewayClient
 from runtime_client._context import label_untrusted, observation_flags, render_tool_output
+from runtime_client._decisions import ToolCall, parse_decision
 from runtime_client._errors import (
     AuthenticationError, ClientClosedError, GatewayTimeoutError, MalformedRequestError,
     ToolgateClientError, TransportError,
 )
+from runtime_client._evidence import EvidenceProvider, ask_evidence, evidence_request
 from runtime_client._types import ApprovalRequired, EvidenceRequired, Observation, Refused, ToolResult
 
 MAX_TEXT = 16_000
@@ -70,6 +81,26 @@ class CallText:
     code: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Approval:
+    """A remembered approval: its id, and the evidence its call was sent with (None for none)."""
+
+    approval_id: str
+    evidence: dict[str, Any] | None = None
+
+
+class EvidenceProviderError(ToolgateClientError):
+    """The adapter's evidence provider raised, or gave something that is no evidence (not a
+    dict of JSON values, nor None), when the gateway asked for more: the call did not run.
+    ``result`` is that gateway answer (``EvidenceRequired``); the cause is chained."""
+
+    code = "evidence_provider_failed"
+
+    def __init__(self, result: ToolResult, cause: Exception) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.result = result
+
+
 @dataclass(slots=True)
 class _Turns:
     """The calls with one key that are in flight or waiting, taking turns on ``lock``."""
@@ -79,8 +110,9 @@ class _Turns:
 
 
 class ApprovalMemory:
-    """Approval ids by (run id, tool, canonical arguments), newest last, at most ``limit``; and
-    the idempotency keys of calls not yet answered, as many.
+    """Approval ids (with the evidence their calls were sent with) by (run id, tool, canonical
+    arguments), newest last, at most ``limit``; and the idempotency keys of calls not yet
+    answered, as many.
 
     The key is the arguments' RFC 8785 canonical JSON, as the gateway hashes them for the
     grant's binding (``{"amount": 400}`` and ``{"amount": 400.0}`` are one call there, so one
@@ -94,7 +126,7 @@ class ApprovalMemory:
         if limit < 1:
             raise ValueError("limit must be at least 1")
         self._limit = limit
-        self._ids: OrderedDict[_Key, str] = OrderedDict()
+        self._ids: OrderedDict[_Key, _Approval] = OrderedDict()
         self._unanswered: OrderedDict[_Key, str] = OrderedDict()
         self._turns: dict[_Key, _Turns] = {}
 
@@ -125,19 +157,26 @@ class ApprovalMemory:
         return None if canonical is None else (run_id, tool, canonical)
 
     def get(self, key: _Key | None) -> str:
-        return self._ids.get(key, "") if key is not None else ""
+        remembered = self._ids.get(key) if key is not None else None
+        return remembered.approval_id if remembered is not None else ""
 
-    def update(self, key: _Key | None, result: ToolResult) -> None:
-        """Remember a new approval id; keep it while it can still be used; forget it on any other
-        outcome. The call was answered: its idempotency key is dropped unless the gateway is
-        still running the first execution under it."""
+    def evidence(self, key: _Key | None) -> dict[str, Any] | None:
+        """The evidence the call awaiting the remembered approval was sent with, if any."""
+        remembered = self._ids.get(key) if key is not None else None
+        return remembered.evidence if remembered is not None else None
+
+    def update(self, key: _Key | None, result: ToolResult, evidence: dict[str, Any] | None = None) -> None:
+        """Remember a new approval id, with the ``evidence`` the call was sent with; keep them
+        while the approval can still be used; forget them on any other outcome. The call was
+        answered: its idempotency key is dropped unless the gateway is still running the first
+        execution under it."""
         if key is None:
             return
         o = result.outcome
         if not (isinstance(o, Refused) and o.code == STILL_RUNNING):
             self._unanswered.pop(key, None)
         if isinstance(o, ApprovalRequired) and o.approval_id:
-            _put(self._ids, key, o.approval_id, self._limit)
+            _put(self._ids, key, _Approval(o.approval_id, evidence), self._limit)
         elif not (isinstance(o, Refused) and o.code in KEEP_APPROVAL):
             self._ids.pop(key, None)
 
@@ -192,7 +231,7 @@ def _as_doubles(value: Any) -> Any:
 _MAX_SAFE_INTEGER = 2**53 - 1
 
 
-def _put(entries: OrderedDict[_Key, str], key: _Key, value: str, limit: int) -> None:
+def _put(entries: OrderedDict[_Key, Any], key: _Key, value: Any, limit: int) -> None:
     entries[key] = value
     entries.move_to_end(key)
     while len(entries) > limit:
@@ -200,24 +239,61 @@ def _put(entries: OrderedDict[_Key, str], key: _Key, value: str, limit: int) -> 
 
 
 async def execute(client: AsyncGatewayClient, memory: ApprovalMemory, tool: str,
-                  args: dict[str, Any], *, run_id: str = "") -> ToolResult:
-    """One adapter call: presents the remembered approval id for this exact call, if any, and
-    the idempotency key of its unanswered attempt, if any (else a new one).
+                  args: dict[str, Any], *, run_id: str = "",
+                  evidence: EvidenceProvider | None = None) -> ToolResult:
+    """One adapter call: presents the remembered approval id for this exact call, if any, with
+    the evidence its call was sent with, and the idempotency key of its unanswered attempt, if
+    any (else a new one). When the gateway wants more evidence, ``evidence`` (if given) is
+    asked, and the call sent once more with what it gives, under the same key.
 
     Identical calls take turns (``ApprovalMemory.turn``), so concurrent ones share one
     pending approval and one approval runs one of them. A transport error (or a cancellation)
     leaves both in place: the gateway may have run the call, and the retry hears its stored
-    outcome instead of running it twice."""
+    outcome instead of running it twice. A failing provider raises ``EvidenceProviderError``."""
     key = memory.key(run_id, tool, args)
     async with memory.turn(key):
-        approval_id = memory.get(key)
-        fields = {"approval_id": approval_id} if approval_id else {}
-        idempotency_key = memory.idempotency_key(key)
-        if idempotency_key:
-            fields["idempotency_key"] = idempotency_key
+        fields = _fields(memory, key)
         result = await client.execute(tool, args, run_id=run_id, **fields)
-        memory.update(key, result)
+        if evidence is not None and isinstance(result.outcome, EvidenceRequired):
+            try:
+                more = await _more_evidence(evidence, tool, args, result, fields.get("evidence"))
+            except EvidenceProviderError:
+                memory.update(key, result)  # answered: nothing ran, the next call is a new one
+                raise
+            if more is not None:
+                fields["evidence"] = more
+                result = await client.execute(tool, args, run_id=run_id, **fields)
+        memory.update(key, result, fields.get("evidence"))
     return result
+
+
+def _fields(memory: ApprovalMemory, key: _Key | None) -> dict[str, Any]:
+    """What a call is sent with besides its arguments: the remembered approval id and its
+    evidence, and the idempotency key."""
+    fields: dict[str, Any] = {}
+    if approval_id := memory.get(key):
+        fields["approval_id"] = approval_id
+    if (given := memory.evidence(key)) is not None:
+        fields["evidence"] = given
+    if idempotency_key := memory.idempotency_key(key):
+        fields["idempotency_key"] = idempotency_key
+    return fields
+
+
+async def _more_evidence(provider: EvidenceProvider, tool: str, args: dict[str, Any], result: ToolResult,
+                         given: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The evidence to send the call again with (``given`` and what ``provider`` adds), or None
+    when the provider gives None. Whatever it raises, or a gift that is no JSON object,
+    becomes ``EvidenceProviderError``: no exception of the application's reaches the framework."""
+    try:
+        more = await ask_evidence(provider, evidence_request(tool, args, result.outcome, given))
+        if more is None:
+            return None
+        merged = {**(given or {}), **more}
+        parse_decision(ToolCall(tool, args, merged))  # JSON, checked as run_agent checks it
+        return merged
+    except Exception as exc:
+        raise EvidenceProviderError(result, exc) from exc
 
 
 MAX_ERROR_DETAIL = 300
@@ -232,7 +308,11 @@ def error_text(exc: ToolgateClientError) -> CallText:
     model: ``gateway error (<code>): <what happened and what to do>. Detail: <the error's text>``.
     ``code`` is ``exc.code``, e.g. ``unavailable``, ``unauthenticated``, ``deadline_exceeded``."""
     code = getattr(exc, "code", "") or "client_error"
-    if isinstance(exc, AuthenticationError):
+    if isinstance(exc, EvidenceProviderError):
+        missing = exc.result.outcome.missing if isinstance(exc.result.outcome, EvidenceRequired) else ()
+        what = (f"the gateway asked for more evidence ({json.dumps(list(missing))}) and the application's "
+                "evidence provider failed; the call was NOT executed. Retrying asks the provider again.")
+    elif isinstance(exc, AuthenticationError):
         what = ("the gateway rejected this agent's credentials (API key or its role); the call was "
                 "NOT executed. Retrying will not help: the operator must fix the agent's API key "
                 "(TOOLGATE_API_KEY).")
@@ -255,11 +335,15 @@ def error_text(exc: ToolgateClientError) -> CallText:
 
 
 async def call(client: AsyncGatewayClient, memory: ApprovalMemory, tool: str,
-               args: dict[str, Any], *, run_id: str = "") -> tuple[CallText, ToolResult | None]:
+               args: dict[str, Any], *, run_id: str = "",
+               evidence: EvidenceProvider | None = None) -> tuple[CallText, ToolResult | None]:
     """``execute`` then ``call_text``: what the framework shows, and the gateway's result (None
-    when a client error, turned into ``error_text``, stood in for it)."""
+    when a client error, turned into ``error_text``, stood in for it; the evidence request a
+    failing provider could not answer)."""
     try:
-        result = await execute(client, memory, tool, args, run_id=run_id)
+        result = await execute(client, memory, tool, args, run_id=run_id, evidence=evidence)
+    except EvidenceProviderError as exc:
+        return error_text(exc), exc.result
     except ToolgateClientError as exc:
         return error_text(exc), None
     return call_text(result), result

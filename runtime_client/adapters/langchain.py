@@ -8,6 +8,13 @@ The tools made by one ``langchain_tools`` call share an ``ApprovalMemory``: the 
 with the same arguments, made again once approved, presents its approval and runs. So the
 list is the scope of approvals: build one per agent run or conversation, not one for many
 users (whose identical calls would present each other's approvals).
+
+``evidence``: a provider, as ``run_agent`` takes one (``EvidenceRequest`` in, a dict or None
+out), asked when the policy wants more evidence for a call; the call is sent once more with
+what it gives. Without one, when it gives None, or when the policy still wants more, the tool
+error names what is missing (``more evidence required: [...]``); a provider that raises is a
+tool error too (``gateway error (evidence_provider_failed): ...``). A call that then awaits
+approval is handled as any other, and its approved call is sent with that evidence.
 """
 
 from __future__ import annotations
@@ -21,16 +28,18 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
                       "pip install 'toolgate[langchain]'") from exc
 
 from runtime_client._client import AsyncGatewayClient
+from runtime_client._evidence import EvidenceProvider
 from runtime_client._types import ToolSpec
 from runtime_client.adapters._common import ApprovalMemory, call as call_gateway
 
 
 def langchain_tool(client: AsyncGatewayClient, spec: ToolSpec, *, run_id: str = "",
-                   approvals: ApprovalMemory | None = None) -> StructuredTool:
+                   approvals: ApprovalMemory | None = None,
+                   evidence: EvidenceProvider | None = None) -> StructuredTool:
     memory = approvals if approvals is not None else ApprovalMemory()
 
     async def call(**kwargs: Any) -> str:
-        text, _ = await call_gateway(client, memory, spec.name, kwargs, run_id=run_id)
+        text, _ = await call_gateway(client, memory, spec.name, kwargs, run_id=run_id, evidence=evidence)
         if text.is_error:
             raise ToolException(text.text)
         return text.text
@@ -41,8 +50,10 @@ def langchain_tool(client: AsyncGatewayClient, spec: ToolSpec, *, run_id: str = 
         metadata={"toolgate_risk": spec.risk.side_effect, "read_only": spec.read_only})
 
 
-async def langchain_tools(client: AsyncGatewayClient, *, run_id: str = "") -> list[StructuredTool]:
-    """One ``StructuredTool`` per tool the gateway lists for this caller."""
+async def langchain_tools(client: AsyncGatewayClient, *, run_id: str = "",
+                          evidence: EvidenceProvider | None = None) -> list[StructuredTool]:
+    """One ``StructuredTool`` per tool the gateway lists for this caller; ``evidence`` answers
+    the policy's requests for more evidence (see the module docstring)."""
     memory = ApprovalMemory()
-    return [langchain_tool(client, spec, run_id=run_id, approvals=memory)
+    return [langchain_tool(client, spec, run_id=run_id, approvals=memory, evidence=evidence)
             for spec in await client.list_tools()]

@@ -17,6 +17,13 @@ cross sessions. A session is a handshake-era connection (stdio, stateful streama
 nothing tells two clients apart, and such requests share one server-wide run id and memory
 (else an approved call could never be retried, nor a lost answer heard). Passing ``run_id``
 shares that run id and one memory across every session and request: the caller chose to.
+
+``evidence``: a provider, as ``run_agent`` takes one (``EvidenceRequest`` in, a dict or None
+out), asked when the policy wants more evidence for a call; the call is sent once more with
+what it gives. Without one, when it gives None, or when the policy still wants more, the tool
+error names what is missing (``toolgate/code`` ``evidence_required``); a provider that raises
+is a tool error too (``evidence_provider_failed``). A call that then awaits approval is handled
+as any other, and its approved call is sent with that evidence (kept in the session's memory).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ except ImportError as exc:  # pragma: no cover
 
 from runtime_client._client import AsyncGatewayClient
 from runtime_client._errors import ToolgateClientError
+from runtime_client._evidence import EvidenceProvider
 from runtime_client._types import ToolSpec
 from runtime_client.adapters._common import ApprovalMemory, error_text
 from runtime_client.adapters._common import call as call_gateway
@@ -69,12 +77,13 @@ def _mcp_tool(spec: ToolSpec) -> types.Tool:
                       annotations=annotations)
 
 
-def mcp_server(client: AsyncGatewayClient, *, name: str = "toolgate",
-               run_id: str | None = None) -> Server[Any]:
+def mcp_server(client: AsyncGatewayClient, *, name: str = "toolgate", run_id: str | None = None,
+               evidence: EvidenceProvider | None = None) -> Server[Any]:
     """An MCP ``Server``; run it over stdio/HTTP, or pass it to ``mcp.Client`` in-process.
 
     ``run_id``: None (the default) gives each session a fresh run id and approval memory;
-    a string is used by every session, sharing one memory."""
+    a string is used by every session, sharing one memory. ``evidence``: asked when the policy
+    wants more evidence for a call (see the module docstring)."""
     shared = _Scope(run_id) if run_id is not None else _Scope()
     sessions: weakref.WeakKeyDictionary[Any, _Scope] = weakref.WeakKeyDictionary()
 
@@ -100,7 +109,8 @@ def mcp_server(client: AsyncGatewayClient, *, name: str = "toolgate",
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         args = dict(params.arguments or {})
         own = scope(ctx)
-        text, result = await call_gateway(client, own.memory, params.name, args, run_id=own.run_id)
+        text, result = await call_gateway(client, own.memory, params.name, args, run_id=own.run_id,
+                                          evidence=evidence)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text.text)], isError=text.is_error,
             _meta={"toolgate/code": text.code,

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import uuid
 from collections import OrderedDict
@@ -57,6 +58,8 @@ from runtime_client._errors import (
 )
 from runtime_client._evidence import EvidenceProvider, ask_evidence, evidence_request
 from runtime_client._types import ApprovalRequired, EvidenceRequired, Observation, Refused, ToolResult
+
+log = logging.getLogger("runtime_client.adapters")
 
 MAX_TEXT = 16_000
 MAX_REMEMBERED_APPROVALS = 1024
@@ -97,8 +100,10 @@ class EvidenceProviderError(ToolgateClientError):
     code = "evidence_provider_failed"
 
     def __init__(self, result: ToolResult, cause: Exception) -> None:
-        super().__init__(f"{type(cause).__name__}: {cause}")
+        # only the type reaches the model: the application's own words may hold what it must not see
+        super().__init__(f"the provider raised {type(cause).__name__}")
         self.result = result
+        log.warning("evidence_provider_failed", exc_info=cause)
 
 
 @dataclass(slots=True)

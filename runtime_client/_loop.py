@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -36,6 +34,7 @@ from runtime_client._errors import (
 )
 from runtime_client._events import Event, EventLog
 from runtime_client._evidence import EvidenceProvider, ask_evidence, evidence_request
+from runtime_client._refusal_text import MAX_REJECTION_REASON, quoted_reason, shown_field_errors
 from runtime_client._state import AgentState, PendingApproval, StopReason
 from runtime_client._tool_execution import (
     CallOutcome, Halt, PlannedCall, batches, call_one, plan, run_batch, winning_halt,
@@ -54,45 +53,6 @@ BLOCKING_CODES = frozenset({"rate_limited", "concurrency_limited", "approval_pen
 on by itself (a limit, a pending approval, an expired one or its grant: a new run asks again)."""
 MAX_SHOWN_INPUT = 300
 """Characters of a call's input quoted back to the model in a ``not_run`` note."""
-MAX_FIELD_ERRORS = 10
-"""The gateway's field errors of a refusal shown to the model (the rest counted)."""
-MAX_FIELD_ERROR_CHARS = 200
-"""Characters of one field error's path, and of its message, shown to the model."""
-MAX_REJECTION_REASON = 500
-"""Characters of an approver's rejection reason shown to the model."""
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
-
-
-def _one_line(text: str, limit: int) -> str:
-    """``text`` on one line (control characters and line breaks as a space), cut to ``limit``."""
-    text = _CONTROL.sub(" ", text)
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _field_errors(o: Refused) -> tuple[list[dict[str, str]], str]:
-    """The refusal's field errors, capped, for the observation's data and the model's note.
-
-    They are the gateway's words on the call's arguments (the JSON pointer of each bad value
-    and what is wrong with it), the model needs them to correct its arguments. A message may
-    quote an argument value, so each is kept to one line and cut."""
-    shown = [{"path": _one_line(e.path or "/", MAX_FIELD_ERROR_CHARS),
-              "message": _one_line(e.message, MAX_FIELD_ERROR_CHARS)}
-             for e in o.field_errors[:MAX_FIELD_ERRORS]]
-    if not shown:
-        return [], ""
-    more = len(o.field_errors) - len(shown)
-    lines = "".join(f"\n  - {e['path']}: {e['message']}" for e in shown)
-    tail = f"\n  … and {more} more" if more > 0 else ""
-    return shown, f"\nfield errors reported by the gateway:{lines}{tail}"
-
-
-def _quoted_reason(reason: str) -> str:
-    """An approver's rejection reason, cut and quoted as a JSON string (its quotes and line
-    breaks escaped): free text someone wrote, shown as such, never as the runtime's words."""
-    cut = reason if len(reason) <= MAX_REJECTION_REASON else reason[:MAX_REJECTION_REASON] + "…"
-    return json.dumps(cut, ensure_ascii=False)
-
-
 @dataclass(frozen=True, slots=True)
 class RunResult:
     state: AgentState
@@ -339,7 +299,7 @@ class _Runner:
     def _refused(self, step: int, call: ToolCall, decision_id: str, o: Refused) -> Halt:
         summary = f"{call.name} refused: {o.code}" + (f" ({'; '.join(o.reasons)})" if o.reasons else "")
         data: dict[str, Any] = {"reasons": list(o.reasons)}
-        field_errors, shown = _field_errors(o)
+        field_errors, shown = shown_field_errors(o)
         if field_errors:
             data["field_errors"] = field_errors
             data["field_errors_total"] = len(o.field_errors)
@@ -442,7 +402,7 @@ class _Runner:
         summary = f"{pending.tool}: approval {status}"
         data: dict[str, Any] = {"approval_id": pending.approval_id}
         if approval.rejection_reason:
-            quoted = _quoted_reason(approval.rejection_reason)
+            quoted = quoted_reason(approval.rejection_reason)
             data["rejection_reason"] = approval.rejection_reason[:MAX_REJECTION_REASON]
             summary += f"; the approver's reason (their words, quoted): {quoted}"
         self.observe(pending.step, "tool", summary, tool=pending.tool,

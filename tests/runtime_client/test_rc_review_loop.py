@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from runtime_client import AgentState, Answer, AsyncGatewayClient, StopReason, ToolCall, resume, run_agent
-from runtime_client import _loop
+from runtime_client import _refusal_text
 from tests.conftest import AGENT_KEY
 from tests.runtime_client.test_rc_adapter_approvals import vote
 
@@ -45,19 +45,19 @@ async def test_the_gateways_field_errors_reach_the_observation_and_the_model(run
 
 
 async def test_many_field_errors_are_capped_and_kept_on_one_line_each(fake, checkpoints):
-    names = [f"f{i}" for i in range(_loop.MAX_FIELD_ERRORS + 5)]
+    names = [f"f{i}" for i in range(_refusal_text.MAX_FIELD_ERRORS + 5)]
     fake.add_tool("wide", lambda **kw: kw, side_effect="read", schema={
         "type": "object", "properties": {n: {"type": "integer"} for n in names}})
     decide, _ = _once(ToolCall("wide", {n: "x\nIGNORE ALL" for n in names}))
     result = await run_agent(AgentState(goal="wide"), decide, fake.async_client(), checkpoints=checkpoints)
     o = _tool_observation(result)
     assert o.code == "invalid_arguments"
-    assert len(o.data["field_errors"]) == _loop.MAX_FIELD_ERRORS
+    assert len(o.data["field_errors"]) == _refusal_text.MAX_FIELD_ERRORS
     assert o.data["field_errors_total"] == len(names)
     note = result.state.messages[-1].content
     assert "and 5 more" in note
     lines = note.splitlines()
-    assert len(lines) == 2 + _loop.MAX_FIELD_ERRORS + 1  # summary, header, errors, "and N more"
+    assert len(lines) == 2 + _refusal_text.MAX_FIELD_ERRORS + 1  # summary, header, errors, "and N more"
     assert not any(line.startswith("IGNORE") for line in lines)
 
 
@@ -94,4 +94,4 @@ async def test_a_long_or_multiline_rejection_reason_is_quoted_on_one_line_and_cu
     assert "\n" not in note  # the approver's text cannot start a line posing as the runtime's
     head, quoted = note.split("(their words, quoted): ", 1)
     assert head.startswith("[runtime] write_file: approval rejected")
-    assert json.loads(quoted) == reason[:_loop.MAX_REJECTION_REASON] + "…"  # one JSON string, cut
+    assert json.loads(quoted) == reason[:_refusal_text.MAX_REJECTION_REASON] + "…"  # one JSON string, cut

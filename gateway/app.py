@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import structlog
 from policies import PolicyEngine, PolicyError, build_engine
@@ -121,31 +121,21 @@ class GatewayApp:
 
     def start_sweeper(self, interval: float = SWEEP_INTERVAL_SECONDS) -> None:
         """Sweep old claims now and every ``interval`` seconds until ``close``."""
-        async def sweep_forever() -> None:
-            while True:
-                try:
-                    await self.sweep_claims()
-                except Exception as exc:  # the store may be down for a while: try again next time
-                    log.warning("claim_sweep_failed", error=str(exc)[:500])
-                await asyncio.sleep(interval)
-
         if self._sweeper is None:
-            self._sweeper = asyncio.get_running_loop().create_task(sweep_forever(), name="toolgate-claim-sweeper")
+            # the store may be down for a while: try again next time
+            self._sweeper = _repeat(self.sweep_claims, interval, "toolgate-claim-sweeper", "claim_sweep_failed",
+                                    first_at_once=True)
 
     def start_checkpoints(self) -> None:
         """Sign the audit chain every ``audit.checkpoint_seconds`` while records are written
         (``AuditLog.checkpoint``; the last one at ``close``). Nothing without a signing key."""
-        async def sign_forever(interval: float) -> None:
-            while True:
-                await asyncio.sleep(interval)
-                try:
-                    self.audit.checkpoint()
-                except Exception as exc:  # the log cannot be written now: the next turn, or close, signs
-                    log.error("audit_checkpoint_failed", error=type(exc).__name__)
+        async def sign() -> None:
+            self.audit.checkpoint()
 
         if self.audit.signing and self._checkpoints is None:
-            self._checkpoints = asyncio.get_running_loop().create_task(
-                sign_forever(self.config.audit.checkpoint_seconds), name="toolgate-audit-checkpoints")
+            # the log cannot be written now: the next turn, or close, signs
+            self._checkpoints = _repeat(sign, self.config.audit.checkpoint_seconds, "toolgate-audit-checkpoints",
+                                        "audit_checkpoint_failed")
 
     async def close(self, grace: float = 5.0) -> None:
         """Close everything, once the calls still in flight have ended or been stopped (``grace``:
@@ -164,3 +154,20 @@ class GatewayApp:
         await self.store.close()
         self.refusals.close()  # the counts of refusals not written one by one, before the log closes
         self.audit.close()
+
+
+def _repeat(job: Callable[[], Awaitable[Any]], interval: float, name: str, failed: str, *,
+            first_at_once: bool = False) -> asyncio.Task[None]:
+    """A task running ``job`` every ``interval`` seconds (the first time at once, or after one
+    interval) until cancelled; a run that fails is logged as ``failed`` and the next one goes on."""
+    async def forever() -> None:
+        if not first_at_once:
+            await asyncio.sleep(interval)
+        while True:
+            try:
+                await job()
+            except Exception as exc:
+                log.error(failed, error=type(exc).__name__, detail=str(exc)[:500])
+            await asyncio.sleep(interval)
+
+    return asyncio.get_running_loop().create_task(forever(), name=name)

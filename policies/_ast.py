@@ -44,3 +44,17 @@ def span_text(source: bytes, span: Any) -> str:
     if not isinstance(span, dict) or "start" not in span:
         return ""
     return source[span["start"] : span["end"]].decode()
+
+
+def unroll(ref: Any) -> tuple[Any, list[Any]]:
+    """A reference's base term and its parts, in order: ``a.b[c]`` is ``($a, ["b", $c])``, a
+    ``.field`` as its name (a string) and a ``[index]`` as its term (an AST node)."""
+    parts: list[Any] = []
+    while isinstance(ref, dict) and ("RefDot" in ref or "RefBrack" in ref):
+        if "RefDot" in ref:
+            parts.append(ref["RefDot"]["field"][1])
+            ref = ref["RefDot"]["refr"]
+        else:
+            parts.append(ref["RefBrack"].get("index"))
+            ref = ref["RefBrack"]["refr"]
+    return ref, parts[::-1]

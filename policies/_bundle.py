@@ -9,7 +9,8 @@ regorus lacks would load fine and then fail on the first call that reaches it. W
 such a bundle at load time instead: every call site in the AST is probed once against an
 empty engine and a missing builtin raises ``PolicyLoadError`` naming it. Unsafe variables
 are likewise found only when regorus first evaluates; ``check_variables`` makes that happen
-at load time. Variables only under ``not`` regorus never refuses (``policies._negation``).
+at load time. Variables only under ``not`` regorus never refuses (``policies._negation``), nor
+rules that depend on themselves (``policies._recursion``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from policies._conflicts import conflicts
 from policies._errors import PolicyLoadError
 from policies._negation import unsafe_negations
 from policies._owned import OwnedEngine, free_strays
+from policies._recursion import recursive_rules
 
 _DATA_NAMES = {"data.json", "data.yaml", "data.yml"}
 _MISSING_FN = "could not find function"
@@ -91,7 +93,8 @@ def compile_bundle(bundle: Bundle) -> OwnedEngine:
     Raises ``PolicyLoadError`` (file:line: message) on a parse error, on definitions OPA would
     refuse to compile together (``policies._conflicts``), naming the builtin when the policy
     calls one regorus does not implement, and on a variable OPA would call unsafe or assigned
-    twice (``check_variables``), or that appears only under ``not`` (``policies._negation``).
+    twice (``check_variables``), or that appears only under ``not`` (``policies._negation``), and on
+    a rule or function that depends on itself (``policies._recursion``).
     """
     free_strays()
     owned = OwnedEngine()
@@ -111,6 +114,8 @@ def compile_bundle(bundle: Bundle) -> OwnedEngine:
     check_builtins(owned, modules)
     check_variables(owned)
     for problem in unsafe_negations(modules):  # regorus would evaluate ``not p[x]`` as false
+        raise PolicyLoadError(problem)
+    for problem in recursive_rules(modules):  # regorus would fail every evaluation reaching the cycle
         raise PolicyLoadError(problem)
     return owned
 
@@ -144,8 +149,9 @@ def check_variables(owned: OwnedEngine) -> None:
     fails every evaluation (every call denied, ``policy_unavailable``) where OPA refuses the
     bundle at compile time (``rego_unsafe_var_error``, ``var x assigned above``). A trivial query
     runs that analysis over every module now, without evaluating any rule. OPA refuses more
-    than this finds (an unsafe variable under ``not``, in a function's or an ``else``'s head;
-    recursion; type errors): regorus fails closed on those when a call reaches them.
+    than this finds (an unsafe variable in a function's or an ``else``'s head; type errors; for
+    those under ``not`` and recursion, see ``policies._negation`` and ``policies._recursion``):
+    regorus fails closed on those when a call reaches them.
     """
     try:
         owned.engine.eval_query("true")

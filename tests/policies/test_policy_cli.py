@@ -73,6 +73,14 @@ def test_check_reports_a_missing_builtin(tmp_path):
     assert "crypto.hmac.sha256" in out and "policy.engine: opa" in out
 
 
+def test_check_reports_a_rule_that_depends_on_itself(tmp_path):
+    (tmp_path / "p.rego").write_text("package toolgate\nimport rego.v1\na if b\nb if a\n")
+    code, out = run("policy", "check", str(tmp_path))
+    assert code == 2
+    assert out.startswith("toolgate: policy_bundle_invalid: ") and "rego_recursion_error" in out
+    assert "p.rego:3: " in out and "data.toolgate.a -> data.toolgate.b -> data.toolgate.a" in out
+
+
 def test_help_explains_the_test_verb(capsys):
     with pytest.raises(SystemExit) as info:
         run("policy", "test", "--help")

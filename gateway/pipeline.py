@@ -115,11 +115,11 @@ class Pipeline:
             result = await self._run(c)
             return result
         except BaseException as exc:  # cancellation and bugs still end in an audited result
-            if isinstance(exc, Exception):
+            if not _stops(exc):
                 log.exception("pipeline_error", decision_id=c.ctx.decision_id)
             kept = c.finished_after_cancel  # the tool ran to its end: that is the outcome kept
             result = self._result(c.ctx, kept if kept is not None else _failed(c, exc))
-            if isinstance(exc, Exception):
+            if not _stops(exc):
                 return result
             raise
         finally:
@@ -393,8 +393,15 @@ def _failed(c: _Call, exc: BaseException) -> Refused:
     if c.executed:
         return Refused(Code.OUTCOME_UNKNOWN, ("the tool started, and whether it finished is unknown: "
                                               "check before calling again with a new idempotency key",))
-    code = Code.INTERNAL_ERROR if isinstance(exc, Exception) else Code.CANCELLED
+    code = Code.CANCELLED if _stops(exc) else Code.INTERNAL_ERROR
     return Refused(code, ("the gateway failed to process the call",))
+
+
+def _stops(exc: BaseException) -> bool:
+    """A cancellation, or the process ending: re-raised once the call is audited. Any other
+    ``BaseException`` is a failure like an ``Exception`` (pyo3 raises a Rust panic as
+    ``PanicException``, a ``BaseException``): answered ``internal_error``, never ``cancelled``."""
+    return isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, SystemExit, GeneratorExit))
 
 
 def _not_admitted(identity: Identity) -> Refused | None:

@@ -117,6 +117,7 @@ def compile_bundle(bundle: Bundle) -> OwnedEngine:
         raise PolicyLoadError(problem)
     for problem in recursive_rules(modules):  # regorus would fail every evaluation reaching the cycle
         raise PolicyLoadError(problem)
+    owned.seal()
     return owned
 
 

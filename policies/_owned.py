@@ -28,16 +28,38 @@ _strays: list[tuple[int, Any]] = []
 class OwnedEngine:
     """Holds one regorus ``Engine`` (``engine``) for the thread that made it."""
 
-    __slots__ = ("engine", "_owner")
+    __slots__ = ("engine", "_owner", "_pristine")
 
-    def __init__(self) -> None:
+    def __init__(self, engine: Any = None, pristine: Any = None) -> None:
         self._owner = threading.get_ident()
-        self.engine = regorus.Engine()
+        self.engine = regorus.Engine() if engine is None else engine
+        self._pristine = pristine
+
+    def seal(self) -> None:
+        """Keep a copy of the loaded engine, before any evaluation, for ``renewed``."""
+        self._pristine = self.engine.clone()
+
+    def renewed(self) -> OwnedEngine:
+        """A fresh engine with the same policies and data, from the copy ``seal`` kept. A panic in
+        regorus (``is_panic``) leaves its engine's evaluation state behind: every later evaluation
+        of a rule the panicking one was in fails as "recursion detected"."""
+        base = self._pristine if self._pristine is not None else self.engine
+        return OwnedEngine(base.clone(), self._pristine)
 
     def __del__(self) -> None:
-        engine = getattr(self, "engine", None)  # None: made no engine (regorus.Engine() raised)
-        if engine is not None and threading.get_ident() != self._owner:
-            _strays.append((self._owner, engine))
+        if threading.get_ident() == self._owner:
+            return
+        for engine in (getattr(self, "engine", None), getattr(self, "_pristine", None)):
+            if engine is not None:  # None: made no engine (regorus.Engine() raised), or sealed none
+                _strays.append((self._owner, engine))
+
+
+def is_panic(exc: BaseException) -> bool:
+    """A Rust panic inside regorus, which pyo3 raises as ``pyo3_runtime.PanicException``: a
+    ``BaseException``, so ``except Exception`` lets it through. Agent-controlled strings can cause
+    one (``time.parse_duration_ns("9é")``, ``strings.count(s, "")`` in regorus 0.13)."""
+    kind = type(exc)
+    return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
 
 
 def free_strays() -> None:

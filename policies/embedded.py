@@ -15,7 +15,8 @@ policy that needs a hard wall-clock bound belongs on the ``opa`` engine, whose H
 is cancelled at the timeout.
 
 Errors: any exception regorus raises during evaluation (type errors, conflicts, builtin
-errors — regorus raises where OPA would leave a rule undefined) ⇒
+errors — regorus raises where OPA would leave a rule undefined), and a panic inside it (after
+which the engine is replaced by a fresh copy of the loaded one) ⇒
 ``PolicyError("policy_unavailable")``; an undefined or malformed decision ⇒
 ``PolicyError("policy_invalid_decision")``. Both deny.
 """
@@ -32,7 +33,7 @@ from policies._bundle import compile_bundle, describe_engine_error, read_bundle
 from policies._decision import UNDEFINED, PolicyDecision, parse_decision, parse_decision_json, single_value
 from policies._errors import POLICY_UNAVAILABLE, PolicyError
 from policies._encode import encode_json
-from policies._owned import OwnedEngine, free_strays
+from policies._owned import OwnedEngine, free_strays, is_panic
 
 DEFAULT_QUERY = "data.toolgate.decision"
 _NOT_A_RULE = "not a valid rule path"
@@ -115,6 +116,12 @@ class EmbeddedEngine:
             value = self._value(owned, path)
         except Exception as exc:  # regorus raises RuntimeError for every evaluation error
             raise PolicyError(POLICY_UNAVAILABLE, describe_engine_error(exc)) from exc
+        except BaseException as exc:
+            if not is_panic(exc):
+                raise
+            if self._engine is owned:  # its state is broken: the next evaluation gets a fresh engine
+                self._engine = owned.renewed()
+            raise PolicyError(POLICY_UNAVAILABLE, f"the engine panicked: {str(exc)[:300]}") from None
         elapsed = time.perf_counter() - started
         if elapsed > self._timeout_s:
             raise PolicyError(POLICY_UNAVAILABLE, f"evaluation took {elapsed * 1000:.1f} ms, over the timeout")

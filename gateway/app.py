@@ -52,6 +52,8 @@ class GatewayApp:
         """Refusals of callers that may hold no key: one flood allowance for the server (``gateway.auth``)."""
         self.tools = ToolRegistry(config.tools)
         self.engine = self._engine or build_engine(config)
+        for line in getattr(getattr(self.engine, "enforced", self.engine), "divergences", list)()[:20]:
+            log.warning("policy_engine_divergence", call=line)  # answers may differ from OPA's (policies._divergence)
         self.store = open_store(config)
         self.claims = ExecutionClaims(self.store)
         self.executor = build_execute_stage(config, self.store)

@@ -86,6 +86,8 @@ def _policy(config: Config) -> Iterator[Finding | str]:
             yield "policy: the opa engine (the server is not contacted; its bundle is OPA's to load)"
         else:
             yield f"policy: embedded, bundle {config.policy_bundle_path} (version {engine.version})"
+            primary = getattr(engine, "enforced", engine)
+            yield from (Finding("warning", "engine_divergence", line) for line in primary.divergences())
         if config.policy.shadow_bundle:
             yield f"policy: shadow bundle {config.resolve(config.policy.shadow_bundle)} loads"
     finally:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from policies._bundle import compile_bundle, describe_engine_error, read_bundle
+from policies._divergence import divergences
 from policies._decision import UNDEFINED, PolicyDecision, parse_decision, parse_decision_json, single_value
 from policies._errors import POLICY_UNAVAILABLE, PolicyError
 from policies._encode import encode_json
@@ -65,6 +66,11 @@ class EmbeddedEngine:
     def version(self) -> str:
         """``sha256:<16 hex>`` over the sorted policy sources and data of the serving bundle."""
         return self._version
+
+    def divergences(self) -> list[str]:
+        """The serving bundle's builtin calls whose answers may differ from OPA's
+        (``policies._divergence``): ``file:line: name: how``."""
+        return divergences(json.loads(self._engine.engine.get_ast_as_json()))
 
     async def evaluate(self, input: dict[str, Any]) -> PolicyDecision:
         """The decision for ``input``; raises ``PolicyError`` (see the module docstring)."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gateway.cli._errors import fail
+from gateway.terminal import shown
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -124,6 +125,8 @@ def run_check(ns: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
     except PolicyLoadError as exc:
         return fail("policy_bundle_invalid", f"{exc}", err)
     print(f"ok: {ns.dir} loads ({engine.version})", file=out)
+    for line in engine.divergences():
+        print(f"warning: engine_divergence: {shown(line)}", file=out)
     return EXIT_OK
 
 

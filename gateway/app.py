@@ -11,6 +11,7 @@ from policies import PolicyEngine, PolicyError, build_engine
 
 from gateway.approvals import build_gate
 from gateway.audit import AuditLog
+from gateway.audit_file import PRIVATE_DIR
 from gateway.audit_sign import load_signer
 from gateway.auth import Authenticator, RefusalAudit
 from gateway.claims import ExecutionClaims
@@ -35,7 +36,7 @@ class GatewayApp:
         self.worker = worker
         """This process's index among ``workers: N`` (``gateway.workers``), else None."""
         self._engine = engine
-        config.data_path.mkdir(parents=True, exist_ok=True)
+        config.data_path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         audit_path = config.audit_path if worker is None else worker_audit_path(config.audit_path, worker)
         key = config.audit_signing_key_path
         self.audit = AuditLog(audit_path, fsync=config.audit.fsync, gateway_id=config.gateway_id,

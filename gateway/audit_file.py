@@ -31,13 +31,24 @@ _HEAD_WIDTH = 128  # bytes of the head file: its JSON padded with spaces (seq up
 _HEAD_MAX = 4096  # bytes read of a head file at the most: a larger one is no head
 
 
+PRIVATE_DIR, PRIVATE_FILE = 0o750, 0o640
+"""Modes for the folders and files the gateway makes: the audit log holds the arguments of write
+tools, the store approvals' arguments and stored outcomes, so others may not read them; its group
+may (a log shipper beside it). The umask narrows them further; a file that exists keeps its mode."""
+
+
+def _append(path: Path) -> Any:
+    """``path`` opened to append (made with ``PRIVATE_FILE``), unbuffered."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE), "ab", buffering=0)
+
+
 class ChainedFile:
     """Appends lines to the log and keeps the head anchor beside it."""
 
     def __init__(self, path: Path, fsync: bool) -> None:
         self.path = path
         self.fsync = fsync
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         self._lock_fd = lock_log(path)  # first: a second writer would set aside the first one's lines
         self._released = False
         """Whether ``close`` let go of the descriptors (once only)."""
@@ -54,7 +65,7 @@ class ChainedFile:
         """When the log ended before its head, or its head was not one: what was moved aside, for
         the first record."""
         self.seq, self.last_hash = _tail_state(path)
-        self._file = open(path, "ab", buffering=0)
+        self._file = _append(path)
         self._pending: list[bytes] = []
         """Lines not yet written: the file gets whole lines only, at ``flush``."""
         self._pending_bytes = 0
@@ -66,7 +77,7 @@ class ChainedFile:
         # Kept open and overwritten in place with one fixed-width pwrite (JSON padded with
         # spaces): a tmp file + rename per call cost ~0.3 ms, half the allow path's CPU.
         try:
-            self._head_fd, head = open_regular(self._head, os.O_WRONLY | os.O_CREAT, 0o644)  # a FIFO: refused
+            self._head_fd, head = open_regular(self._head, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE)  # a FIFO: refused
         except OSError:
             self._file.close()
             raise
@@ -94,7 +105,7 @@ class ChainedFile:
                 _fsync_dir(self.path.parent)
         finally:  # renamed or not, records go on into a file at the log's path; if it cannot be
             # opened, self._file stays closed and every later record raises: no tool runs unaudited
-            self._file = open(self.path, "ab", buffering=0)
+            self._file = _append(self.path)
         self._size = self._file.seek(0, os.SEEK_END)
         self._written = (self._size, self.seq, self.last_hash)
         return target.name
@@ -184,7 +195,7 @@ def lock_log(path: Path) -> int:
     from the same head, so the chain they write together verifies as broken, and each start
     would set aside the other's last line as torn. The lock file never rotates and holds only
     the pid of its holder, for this error's message."""
-    fd, _ = open_regular(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)  # a FIFO: refused
+    fd, _ = open_regular(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, PRIVATE_FILE)  # a FIFO: refused
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -336,7 +347,7 @@ def _write_aside(path: Path, data: bytes, fsync: bool) -> Path:
     earlier evidence); its path."""
     for kept in _aside_names(path, "torn"):
         try:
-            out = open(kept, "xb")
+            out = os.fdopen(os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE), "xb")
         except FileExistsError:
             continue
         with out:

@@ -73,7 +73,9 @@ async def prepare(config: Config) -> None:
     """What must exist before workers start, made once: data dir, store schema, grant key."""
     from gateway.store import open_store
 
-    config.data_path.mkdir(parents=True, exist_ok=True)
+    from gateway.audit_file import PRIVATE_DIR
+
+    config.data_path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     store = open_store(config)
     try:
         from gateway.approvals.keyring import gateway_grant_keys

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -32,6 +33,7 @@ from typing import Any, Sequence
 
 import structlog
 
+from gateway.audit_file import PRIVATE_DIR, PRIVATE_FILE
 from gateway.store._checkpoint import WalCheckpointer
 from gateway.store._pages import SQLITE_ORDER, SQLITE_SORT_KEY, Listed, page_where, sqlite_after, sqlite_cursor
 from gateway.store._records import changed_record, load_row, transition_changes
@@ -91,7 +93,8 @@ _FIRST_BACKOFF, _MAX_BACKOFF = 0.0001, 0.001
 class SQLiteStore:
     def __init__(self, path: str | Path, *, timeout: float = 5.0, wal_restart_frames: int = 4000) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE))  # sqlite would make it 0644; -wal and -shm follow its mode
         self._timeout = timeout
         try:
             self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)

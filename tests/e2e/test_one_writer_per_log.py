@@ -147,20 +147,19 @@ async def test_the_server_itself_refuses_a_port_in_use(tmp_path):
 def test_a_rotation_that_cannot_open_the_new_file_still_lets_go_of_the_lock(tmp_path, monkeypatch):
     """A full disk at the rotation's reopen left the log file closed, and close() then returned
     at once: the head and the lock stayed open until the process ended."""
-    import builtins
-
     from gateway import audit_file
 
     path = tmp_path / "audit.jsonl"
     log = AuditLog(path, rotate_bytes=1)
     log.record("request", code="ok")
+    append = audit_file._append
 
-    def no_room(name, *args, **kwargs):
+    def no_room(name):
         if str(name) == str(path):
             raise OSError(28, "No space left on device")
-        return builtins.open(name, *args, **kwargs)
+        return append(name)
 
-    monkeypatch.setattr(audit_file, "open", no_room, raising=False)
+    monkeypatch.setattr(audit_file, "_append", no_room)
     with pytest.raises(OSError, match="No space left"):
         log._sink.rotate()
     monkeypatch.undo()

@@ -28,6 +28,8 @@ from gateway.workers import worker_audit_path
 log = structlog.get_logger("toolgate.app")
 
 SWEEP_INTERVAL_SECONDS = 600.0
+OPA_VERSION_SECONDS = 30.0
+"""How often the version of the policy an OPA server serves is asked (``refresh_policy_version``)."""
 
 
 class GatewayApp:
@@ -72,6 +74,7 @@ class GatewayApp:
         )
         self._sweeper: asyncio.Task[None] | None = None
         self._checkpoints: asyncio.Task[None] | None = None
+        self._version_refresh: asyncio.Task[None] | None = None
         self._reloading = asyncio.Lock()  # one reload at a time: a SIGHUP during the watcher's
         self._reloads: set[asyncio.Task[bool]] = set()  # SIGHUP's, held until done
 
@@ -140,15 +143,38 @@ class GatewayApp:
             self._checkpoints = _repeat(sign, self.config.audit.checkpoint_seconds, "toolgate-audit-checkpoints",
                                         "audit_checkpoint_failed")
 
+    def start_version_refresh(self, interval: float = OPA_VERSION_SECONDS) -> None:
+        """With the opa engine: ask OPA for the version of what it serves now and every
+        ``interval`` seconds (``refresh_policy_version``). Nothing for the embedded engine, whose
+        bundle changes only by a reload."""
+        if self.config.policy.engine == "opa" and self._version_refresh is None:
+            self._version_refresh = _repeat(self.refresh_policy_version, interval, "toolgate-policy-version",
+                                            "policy_version_refresh_failed", first_at_once=True)
+
+    async def refresh_policy_version(self) -> bool:
+        """Ask the OPA server for the version of the policies it serves; when it changed, audit
+        ``policy_changed``. OPA loads its bundles itself: the version stood at ``opa:<url>`` until
+        a SIGHUP, and calls were audited under it whatever OPA served. True when it changed."""
+        enforced = getattr(self.engine, "enforced", self.engine)  # a shadow's candidate is ours to reload
+        async with self._reloading:
+            before = enforced.version
+            await enforced.reload()
+            if enforced.version == before:
+                return False
+            self.audit.record("policy_changed", code="ok", policy_version=enforced.version, previous=before)
+            self.audit.flush()
+        log.info("policy_changed", policy_version=enforced.version, previous=before)
+        return True
+
     async def close(self, grace: float = 5.0) -> None:
         """Close everything, once the calls still in flight have ended or been stopped (``grace``:
         ``Pipeline.drain``)."""
         await self.pipeline.drain(grace)
-        for task in (self._sweeper, self._checkpoints):
+        for task in (self._sweeper, self._checkpoints, self._version_refresh):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
-        self._sweeper = self._checkpoints = None
+        self._sweeper = self._checkpoints = self._version_refresh = None
         for task in list(self._reloads):  # a reload after close would bring a closed engine back
             task.cancel()
         await asyncio.gather(*self._reloads, return_exceptions=True)

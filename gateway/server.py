@@ -73,6 +73,7 @@ async def _start(config: Config, address: str | None, app: GatewayApp):
     await server.start()
     app.start_sweeper()  # idempotency outcomes past their retention
     app.start_checkpoints()  # signed audit checkpoints, when audit.signing_key is set
+    app.start_version_refresh()  # the opa engine: the version of what OPA serves, asked now and every 30 s
     for name in ("", *names):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return server, port, app

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from gateway.audit import iter_steps  # leaf modules: the log format, nothing of the gateway
 from gateway.terminal import shown
@@ -98,14 +98,16 @@ def read_audit(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def replay_file(audit: Path, policy: Path) -> ReplayReport:
-    """Replay the audit log at ``audit`` against the bundle at ``policy``.
+def replay_file(audit: Path | Sequence[Path], policy: Path) -> ReplayReport:
+    """Replay the audit log at ``audit`` (or the records of several: rotated files, workers' logs)
+    against the bundle at ``policy``.
 
     Raises ``ReplayError`` for an unreadable audit log and ``PolicyLoadError`` for a
     bundle that does not load.
     """
     engine = EmbeddedEngine.from_bundle(policy)
-    return replay_records(read_audit(audit), engine)
+    files = [audit] if isinstance(audit, (str, Path)) else list(audit)
+    return replay_records([record for path in files for record in read_audit(path)], engine)
 
 
 def format_report(report: ReplayReport) -> str:

@@ -196,7 +196,13 @@ def run_search(ns: argparse.Namespace) -> int:
     criteria = Criteria(decision_id=ns.decision_id, tool=ns.tool, code=ns.code, tenant=ns.tenant, agent=ns.agent,
                         user=ns.user, since=_time("--since", ns.since), until=_time("--until", ns.until))
     search = Search(criteria)
-    found = search.run(Path(f) for f in ns.files)
+    files = []
+    for f in ns.files:  # as verify does: the files kept beside a log hold no records to search
+        if reason := companion_reason(f):
+            print(shown(f"toolgate: skipped {f}: {reason}"), file=sys.stderr)
+        else:
+            files.append(Path(f))
+    found = search.run(files)
     try:
         for item in (iter_steps(found) if ns.steps else found):
             print(json_text(item, separators=(",", ":")))

@@ -2,7 +2,7 @@
 
     toolgate policy test DIR [-v] [--engine embedded|opa]
     toolgate policy check DIR
-    toolgate policy replay --audit FILE --policy DIR
+    toolgate policy replay --audit FILE... --policy DIR
 
 Each verb returns the process exit code: 0 on success, 1 when tests fail, 2 when the
 bundle or a file cannot be read (``toolgate: policy_bundle_invalid|audit_unreadable|
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from gateway.audit_verify import companion_reason
 from gateway.cli._errors import fail
 from gateway.terminal import shown
 
@@ -79,7 +80,10 @@ def _add_replay(verbs: argparse._SubParsersAction) -> None:
         "(written when the decision's audit level was full), evaluate each against the candidate bundle "
         "and print those whose decision changes. Exit code 0 when the replay ran, changes or not.",
     )
-    replay.add_argument("--audit", required=True, type=Path, metavar="FILE", help="the audit log (JSON lines)")
+    replay.add_argument("--audit", required=True, type=Path, nargs="+", action="extend", metavar="FILE",
+                        help="the audit log (JSON lines); several, for rotated files or workers' logs "
+                        "(--audit data/audit*.jsonl*: the files kept beside a log, .head, .lock, .cut-*, "
+                        ".torn-*, are skipped with a note)")
     replay.add_argument("--policy", required=True, type=Path, metavar="DIR", help="the candidate bundle folder")
     replay.set_defaults(func=run_replay)
 
@@ -137,8 +141,14 @@ def run_replay(ns: argparse.Namespace, out: TextIO | None = None, err: TextIO | 
     from policies.replay import ReplayError, format_report, replay_file
 
     out = out or sys.stdout
+    files = []
+    for path in dict.fromkeys(ns.audit):  # each once
+        if reason := companion_reason(path):
+            print(f"toolgate: skipped {shown(str(path))}: {reason}", file=err or sys.stderr)
+        else:
+            files.append(path)
     try:
-        report = replay_file(ns.audit, ns.policy)
+        report = replay_file(files, ns.policy)
     except PolicyLoadError as exc:
         return fail("policy_bundle_invalid", f"{exc}", err)
     except ReplayError as exc:

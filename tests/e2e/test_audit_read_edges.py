@@ -79,3 +79,18 @@ def test_a_head_longer_than_a_head_is_broken_and_not_read_whole(tmp_path: Path) 
     (tmp_path / "audit.jsonl.head").symlink_to("/dev/zero")
     report = verify_file(path)
     assert not report.ok and "not a regular file" in report.reason, report
+
+
+def test_search_skips_the_files_kept_beside_a_log_as_verify_does(tmp_path: Path, capsys) -> None:
+    """``audit search audit.jsonl*`` read the log's head and lock files as logs and warned of
+    "lines that are not audit records" in them."""
+    path = tmp_path / "audit.jsonl"
+    write_audit_log(path, 3)
+    (tmp_path / "audit.jsonl.lock").write_text(f"{os.getpid()}\n")
+    files = sorted(str(p) for p in tmp_path.glob("audit.jsonl*"))
+    assert len(files) == 3  # the log, its head, its lock
+    code = main(["audit", "search", *files])
+    out = capsys.readouterr()
+    assert code == 0 and len(out.out.splitlines()) == 3, out
+    assert "not an audit record" not in out.err, out.err
+    assert "skipped" in out.err and "audit.jsonl.head" in out.err and "audit.jsonl.lock" in out.err, out.err

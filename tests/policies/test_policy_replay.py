@@ -135,3 +135,22 @@ def test_replay_cli_prints_what_the_log_holds_escaped(tmp_path):
     lines = out.splitlines()
     assert len(lines) == 4 and lines[1].startswith("d-\\u009b2J\\u009b31mall clear\\u202eevil\\u200b\\u2028\\u001b[8m")
     assert lines[1].split()[-3:] == ["allow", "->", "require_approval"]
+
+
+def test_replay_reads_several_logs_and_skips_the_files_kept_beside_them(tmp_path):
+    """A second --audit replaced the first, so rotated files and workers' logs could not be
+    replayed together; ``--audit audit.jsonl*`` read the head and lock files as logs."""
+    rotated = write_audit(tmp_path / "audit.jsonl.000000000006")
+    active = write_call_audit(tmp_path / "audit.jsonl")
+    (tmp_path / "audit.jsonl.head").write_text('{"seq": 6}\n')
+    (tmp_path / "audit.jsonl.lock").write_text("123\n")
+    bundle = str(candidate_bundle(tmp_path))
+    one = run_cli("policy", "replay", "--audit", str(active), "--policy", bundle)[1].splitlines()[-1]
+    assert one.startswith("1 of 3 replayed decisions change"), one
+    for argv in (["--audit", str(rotated), "--audit", str(active)],
+                 ["--audit", str(rotated), str(active), str(tmp_path / "audit.jsonl.head"),
+                  str(tmp_path / "audit.jsonl.lock"), str(active)]):
+        code, out = run_cli("policy", "replay", *argv, "--policy", bundle)
+        assert code == 0, out
+        assert out.splitlines()[-1].startswith("2 of 6 replayed decisions change"), out  # each file once
+    assert "skipped" in out and "audit.jsonl.head" in out and "audit.jsonl.lock" in out

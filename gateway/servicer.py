@@ -10,6 +10,8 @@ from typing import Any
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from policies import PolicyError
+
 from gateway._proto.toolgate.v1 import gateway_pb2 as pb
 from gateway._proto.toolgate.v1 import gateway_pb2_grpc as pb_grpc
 from gateway.audit import caller_text
@@ -32,7 +34,11 @@ class ToolGatewayServicer(pb_grpc.ToolGatewayServicer):
         if "agent" not in identity.roles:
             await self._refuse(context, identity, "ListTools", Code.PERMISSION_DENIED,
                                grpc.StatusCode.PERMISSION_DENIED, "only identities with the agent role may list tools")
-        tools = await self._app.visible_tools(identity)
+        try:
+            tools = await self._app.visible_tools(identity)
+        except PolicyError:  # every check failed: the policy could not say, which is not "none"
+            await self._refuse(context, identity, "ListTools", Code.POLICY_UNAVAILABLE, grpc.StatusCode.UNAVAILABLE,
+                               "the policy could not decide which tools this caller may see; try again later")
         return pb.ListToolsResponse(tools=[_tool_info(t) for t in tools])
 
     async def ExecuteTool(self, request: pb.ToolCallRequest, context: grpc.aio.ServicerContext) -> pb.ToolCallResponse:

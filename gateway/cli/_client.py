@@ -186,9 +186,18 @@ def report_rpc_error(exc: grpc.RpcError, hints: dict[str, str] | None = None, fa
     else:
         details = exc.details() if hasattr(exc, "details") else str(exc)
         code, message = fallback or status.name.lower(), str(details or "")
-    hint = (hints or {}).get(code) or _STATUS_HINTS.get(code, "")
+    hint = (hints or {}).get(code) or _closed_hint(code, message) or _STATUS_HINTS.get(code, "")
     print(f"toolgate: {code}: {shown(message)}" + (f" ({hint})" if hint else ""), file=sys.stderr)
     return EXIT_REFUSED if status in REFUSED_STATUSES else EXIT_TRANSPORT
+
+
+def _closed_hint(code: str, message: str) -> str:
+    """The hint for a connection the gateway closed at once: what a TLS port does to a plaintext
+    client, and an mTLS port to a client without a certificate (gRPC says only "Socket closed")."""
+    if code != "unavailable" or "socket closed" not in message.lower():
+        return ""
+    return ("the gateway closed the connection: if it serves TLS, give --ca-file (or --tls); if it asks for "
+            "client certificates (mTLS), give --client-cert and --client-key too")
 
 
 def report_refusal(exc: grpc.RpcError, hints: dict[str, str] | None = None) -> int:

@@ -53,6 +53,13 @@ def test_without_a_client_certificate_the_gateway_refuses(tls_gateway, tmp_path)
     out = _cli("tools", "--target", tls_gateway, "--api-key", AGENT_KEY, "--ca-file", tmp_path / "ca.pem",
                "--timeout", "5")
     assert out.returncode == 6 and out.stderr.startswith("toolgate: unavailable"), out
+    assert "--client-cert and --client-key" in out.stderr, out.stderr  # gRPC says only "Socket closed"
+
+
+def test_plaintext_to_a_tls_gateway_is_told_to_use_tls(tls_gateway, tmp_path):
+    out = _cli("tools", "--target", tls_gateway, "--api-key", AGENT_KEY, "--timeout", "5")
+    assert out.returncode == 6 and out.stderr.startswith("toolgate: unavailable"), out
+    assert "if it serves TLS, give --ca-file" in out.stderr, out.stderr
 
 
 @pytest.mark.parametrize("target", ["gateway.example:443", "10.255.255.1:50051", "[2001:db8::1]:50051"])

@@ -1,8 +1,9 @@
-"""Reading regorus's AST (``Engine.get_ast_as_json``): names of references, packages and imports."""
+"""Reading regorus's AST (``Engine.get_ast_as_json``): names of references, packages, imports and
+rules, and the variables, calls and comprehensions of a term."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 
 def ref_name(ref: Any) -> str | None:
@@ -58,3 +59,85 @@ def unroll(ref: Any) -> tuple[Any, list[Any]]:
             parts.append(ref["RefBrack"].get("index"))
             ref = ref["RefBrack"]["refr"]
     return ref, parts[::-1]
+
+
+CLOSURES = ("ArrayCompr", "SetCompr", "ObjectCompr")
+"""The comprehensions: terms with a body of their own, which OPA checks as a scope of its own."""
+_CLOSURES = frozenset(CLOSURES)
+
+
+def scan(node: Any) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """The variables, calls and comprehensions of an AST fragment, outside comprehensions (which
+    are yielded, not entered), as ``(kind, node, where)``: ``kind`` is ``"Var"``, ``"Call"`` or the
+    comprehension's kind; ``where`` is ``"index"`` inside a reference's ``[index]`` (not inside a
+    call there), ``"base"`` for a reference's first name (``x`` of ``x.a``), else ``""``. A call's
+    function name is no variable."""
+    stack: list[tuple[Any, str]] = [(node, "")]
+    push, pop = stack.append, stack.pop
+    while stack:
+        item, where = pop()
+        if type(item) is list:
+            for value in item:
+                if type(value) is dict or type(value) is list:
+                    push((value, where))
+            continue
+        if type(item) is not dict:
+            continue
+        if len(item) == 1:  # a term or a literal: {"Kind": {...}}
+            kind, inner = next(iter(item.items()))
+            if type(inner) is dict:
+                if kind == "Var" or kind in _CLOSURES:
+                    yield kind, inner, where
+                    continue
+                if kind == "Call":  # its arguments are its input, wherever the call is
+                    yield kind, inner, where
+                    push((inner.get("params"), ""))
+                    continue
+                if kind == "RefDot" or kind == "RefBrack":
+                    push((inner.get("refr"), where or "base"))
+                    push((inner.get("index"), "index"))  # None for a .field
+                    continue
+        for key, value in item.items():
+            if key != "span" and (type(value) is dict or type(value) is list):
+                push((value, where))
+
+
+def pattern_vars(args: list[Any]) -> Iterator[str]:
+    """The variables a pattern binds (a side of ``=`` or ``:=``, ``some ... in``'s key and value;
+    ``policies._depends`` reads a function's arguments so too): in arrays and object values, not
+    in keys, sets, comprehensions, references or calls (as in OPA)."""
+    stack = list(args)
+    while stack:
+        item = stack.pop()
+        if not isinstance(item, dict):
+            continue
+        if isinstance(item.get("Var"), dict):
+            yield item["Var"]["value"]
+        elif isinstance(item.get("Array"), dict):
+            stack.extend(item["Array"].get("items") or [])
+        elif isinstance(item.get("Object"), dict):
+            stack.extend(entry[2] for entry in item["Object"].get("fields") or [] if len(entry) == 3)
+
+
+def rule_names(ast: dict[str, Any]) -> set[str]:
+    """The first names of a module's rules and functions (``a`` of ``a.b[x] := ...``)."""
+    names = set()
+    for rule in ast.get("rules", []):
+        spec_head = (rule.get("Spec") or {}).get("head") or {}
+        head = rule["Default"] if "Default" in rule else next(iter(spec_head.values()), {})
+        ref = head.get("refr") if isinstance(head, dict) else None
+        while isinstance(ref, dict) and "Var" not in ref:
+            ref = next((ref[k]["refr"] for k in ("RefDot", "RefBrack") if k in ref), None)
+        if isinstance(ref, dict):
+            names.add(ref["Var"]["value"])
+    return names
+
+
+def with_globals(modules: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], frozenset[str]]]:
+    """Each module with the names in it that are no variables: ``input``, ``data``, the rules of
+    its package (in any of its modules) and what its imports bind."""
+    rules: dict[str, set[str]] = {}
+    for module in modules:
+        rules.setdefault(package_name(module), set()).update(rule_names(module["ast"]))
+    for module in modules:
+        yield module, frozenset({"input", "data"} | rules[package_name(module)] | import_aliases(module))

@@ -10,7 +10,8 @@ such a bundle at load time instead: every call site in the AST is probed once ag
 empty engine and a missing builtin raises ``PolicyLoadError`` naming it. Unsafe variables
 are likewise found only when regorus first evaluates; ``check_variables`` makes that happen
 at load time. Variables only under ``not`` regorus never refuses (``policies._negation``), nor
-rules that depend on themselves (``policies._recursion``).
+unbound ones in what a rule produces (``policies._heads``), nor rules that depend on themselves
+(``policies._recursion``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import yaml
 from policies._ast import import_aliases, package_name, ref_name
 from policies._conflicts import conflicts
 from policies._errors import PolicyLoadError
+from policies._heads import unsafe_heads
 from policies._negation import unsafe_negations
 from policies._owned import OwnedEngine, free_strays
 from policies._recursion import recursive_rules
@@ -93,8 +95,10 @@ def compile_bundle(bundle: Bundle) -> OwnedEngine:
     Raises ``PolicyLoadError`` (file:line: message) on a parse error, on definitions OPA would
     refuse to compile together (``policies._conflicts``), naming the builtin when the policy
     calls one regorus does not implement, and on a variable OPA would call unsafe or assigned
-    twice (``check_variables``), or that appears only under ``not`` (``policies._negation``), and on
-    a rule or function that depends on itself (``policies._recursion``).
+    twice (``check_variables``), or that appears only under ``not`` (``policies._negation``), or
+    that nothing binds in a rule's head, an ``else``'s value, a function's value or arguments, a
+    comprehension's term or a default (``policies._heads``), and on a rule or function that depends
+    on itself (``policies._recursion``).
     """
     free_strays()
     owned = OwnedEngine()
@@ -114,6 +118,8 @@ def compile_bundle(bundle: Bundle) -> OwnedEngine:
     check_builtins(owned, modules)
     check_variables(owned)
     for problem in unsafe_negations(modules):  # regorus would evaluate ``not p[x]`` as false
+        raise PolicyLoadError(problem)
+    for problem in unsafe_heads(modules):  # regorus would fail every evaluation reaching ``p := x``
         raise PolicyLoadError(problem)
     for problem in recursive_rules(modules):  # regorus would fail every evaluation reaching the cycle
         raise PolicyLoadError(problem)
@@ -149,10 +155,11 @@ def check_variables(owned: OwnedEngine) -> None:
     regorus finds these when it first evaluates anything, not when it loads a policy, and then
     fails every evaluation (every call denied, ``policy_unavailable``) where OPA refuses the
     bundle at compile time (``rego_unsafe_var_error``, ``var x assigned above``). A trivial query
-    runs that analysis over every module now, without evaluating any rule. OPA refuses more
-    than this finds (an unsafe variable in a function's or an ``else``'s head; type errors; for
-    those under ``not`` and recursion, see ``policies._negation`` and ``policies._recursion``):
-    regorus fails closed on those when a call reaches them.
+    runs that analysis over every module now, without evaluating any rule. It looks at bodies
+    only: for heads, ``else`` values, arguments and comprehension terms see ``policies._heads``,
+    for variables under ``not`` and recursion ``policies._negation`` and ``policies._recursion``.
+    OPA still refuses more (type errors, some unbound variables in bodies): regorus fails closed
+    on those when a call reaches them.
     """
     try:
         owned.engine.eval_query("true")

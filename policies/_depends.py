@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Final, Iterator
 
-from policies._ast import span_text, unroll
+from policies._ast import pattern_vars, span_text, unroll
 
 Part = tuple[str, Any]
 """``("s", name)`` a string, ``("c", value)`` another scalar, or one of the markers below."""
@@ -169,7 +169,7 @@ def _rule(ctx: _Module, package: Path, rule: dict[str, Any]) -> RuleDef | None:
 def _clause(ctx: _Module, args: list[Any], head: list[Any], query: Any) -> list[Use]:
     """The references of one clause: its body's, then its head's terms, with its own locals. A
     statement sees as narrowed the variables the statements before it bind (the head: all)."""
-    local = frozenset(_pattern_vars(args)) | _declared(query, ctx.source)
+    local = frozenset(pattern_vars(args)) | _declared(query, ctx.source)
     walker = _Walker(ctx)
     bound: frozenset[str] = frozenset()
     for stmt in (query or {}).get("stmts", []):
@@ -341,19 +341,3 @@ def _span(node: Any) -> dict[str, Any]:
 
 def _mentions_vars(node: Any) -> bool:
     return bool(_vars(node))
-
-
-def _pattern_vars(args: list[Any]) -> Iterator[str]:
-    """The variables a function's arguments bind: in arrays and object values, not in keys, sets,
-    comprehensions or calls (as in OPA)."""
-    stack = list(args)
-    while stack:
-        item = stack.pop()
-        if not isinstance(item, dict):
-            continue
-        if isinstance(item.get("Var"), dict):
-            yield item["Var"]["value"]
-        elif isinstance(item.get("Array"), dict):
-            stack.extend(item["Array"].get("items") or [])
-        elif isinstance(item.get("Object"), dict):
-            stack.extend(entry[2] for entry in item["Object"].get("fields") or [] if len(entry) == 3)

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from policies._ast import import_aliases, package_name, span_text
+from policies._ast import CLOSURES, scan, span_text, with_globals
 
-_COMPREHENSIONS = ("ArrayCompr", "SetCompr", "ObjectCompr")
-_GLOBAL = {"input", "data"}
 _WILDCARD = "_"
 
 Found = list[tuple[str, int]]  # (variable, line)
@@ -31,12 +29,8 @@ Nested = list[tuple[dict[str, Any], frozenset[str]]]  # (query, variables bound 
 
 def unsafe_negations(modules: list[dict[str, Any]]) -> Iterator[str]:
     """``file:line: message`` for each variable that appears only under ``not`` in its scope."""
-    rules: dict[str, set[str]] = {}  # package -> the first names of its rules
-    for module in modules:
-        rules.setdefault(package_name(module), set()).update(_rule_names(module["ast"]))
-    for module in modules:
+    for module, named in with_globals(modules):
         file, source = module["source"]["file"], module["source"]["contents"].encode()
-        named = _GLOBAL | rules[package_name(module)] | import_aliases(module)
         for rule in module["ast"].get("rules", []):
             for name, line in _rule(rule, source, named):
                 if name == _WILDCARD:
@@ -47,7 +41,7 @@ def unsafe_negations(modules: list[dict[str, Any]]) -> Iterator[str]:
                            f"positive expression of the body)")
 
 
-def _rule(rule: dict[str, Any], source: bytes, named: set[str]) -> Found:
+def _rule(rule: dict[str, Any], source: bytes, named: frozenset[str]) -> Found:
     if "Default" in rule:
         found: Found = []
         nested: Nested = []
@@ -71,7 +65,7 @@ def _rule(rule: dict[str, Any], source: bytes, named: set[str]) -> Found:
     return unsafe
 
 
-def _query(query: dict[str, Any], outer: frozenset[str], source: bytes, named: set[str]) -> Found:
+def _query(query: dict[str, Any], outer: frozenset[str], source: bytes, named: frozenset[str]) -> Found:
     """The unsafe variables under ``not`` in ``query`` and in the queries nested in it."""
     bound = outer | _positive(query, source)
     unsafe: Found = []
@@ -97,7 +91,7 @@ def _query(query: dict[str, Any], outer: frozenset[str], source: bytes, named: s
     return unsafe + _nested(nested, source, named)
 
 
-def _nested(nested: Nested, source: bytes, named: set[str]) -> Found:
+def _nested(nested: Nested, source: bytes, named: frozenset[str]) -> Found:
     unsafe: Found = []
     for query, outer in nested:
         unsafe += _query(query, outer, source, named)
@@ -123,40 +117,14 @@ def _positive(query: dict[str, Any], source: bytes) -> frozenset[str]:
 def _vars(node: Any, found: Found, nested: Nested, outer: frozenset[str]) -> None:
     """Append the variables in ``node`` to ``found``; the comprehensions in it to ``nested``, with
     ``outer`` as what is bound around them. A call's function name is not a variable."""
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            if "Var" in item and isinstance(item["Var"], dict):
-                var = item["Var"]
-                found.append((var.get("value", ""), (var.get("span") or {}).get("line", 0)))
-                continue
-            compr = next((item[kind] for kind in _COMPREHENSIONS if kind in item), None)
-            if isinstance(compr, dict) and "query" in compr:
-                nested.append((compr["query"], outer))
-                # the term is in the comprehension's scope: a comprehension inside it may use any
-                # variable of the comprehension's body
-                body: Found = []
-                _vars(compr["query"], body, [], outer)
-                terms = {key: value for key, value in compr.items() if key != "query"}
-                _vars(terms, [], nested, outer | frozenset(name for name, _ in body))
-                continue
-            call = item.get("Call")
-            if isinstance(call, dict):
-                stack.extend(call.get("params") or [])
-                continue
-            stack.extend(value for key, value in item.items() if key != "span")
-
-
-def _rule_names(ast: dict[str, Any]) -> set[str]:
-    names = set()
-    for rule in ast.get("rules", []):
-        head = rule["Default"] if "Default" in rule else next(iter(((rule.get("Spec") or {}).get("head") or {}).values()), {})
-        ref = head.get("refr") if isinstance(head, dict) else None
-        while isinstance(ref, dict) and "Var" not in ref:
-            ref = next((ref[k]["refr"] for k in ("RefDot", "RefBrack") if k in ref), None)
-        if isinstance(ref, dict):
-            names.add(ref["Var"]["value"])
-    return names
+    for kind, item, _ in scan(node):
+        if kind == "Var":
+            found.append((item.get("value", ""), (item.get("span") or {}).get("line", 0)))
+        elif kind in CLOSURES and "query" in item:
+            nested.append((item["query"], outer))
+            # the term is in the comprehension's scope: a comprehension inside it may use any
+            # variable of the comprehension's body
+            body: Found = []
+            _vars(item["query"], body, [], outer)
+            terms = {key: value for key, value in item.items() if key != "query"}
+            _vars(terms, [], nested, outer | frozenset(name for name, _ in body))

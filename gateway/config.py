@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import ssl
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
+
+from gateway.config_checks import listen_problem, problem, query_problem, refuse, settings_problems
 
 SideEffect = Literal["none", "read", "write", "external_write", "destructive"]
 Reversibility = Literal["reversible", "irreversible"]
@@ -126,11 +126,10 @@ class ToolConfig(_Strict):
         """A subprocess cannot be held to hosts: a descriptor narrowing one's egress is refused here,
         not ignored at every call (``gateway.executors.base.unconfined_egress``)."""
         if self.executor.kind == "subprocess" and self.constraints.get("hosts") is not None:
-            raise PydanticCustomError(
-                "hosts_unenforceable",
+            refuse("ToolConfig", [problem(
+                ("constraints", "hosts"), "hosts_unenforceable",
                 "tool '{name}': constraints.hosts cannot be enforced for a subprocess tool (a process "
-                "cannot be confined to hosts); remove it, or run the tool with the http executor",
-                {"name": self.name})
+                "cannot be confined to hosts); remove it, or run the tool with the http executor", name=self.name)])
         return self
 
     @field_validator("constraints")
@@ -183,7 +182,7 @@ class PolicyConfig(_Strict):
     bundle: str = "rego"
     """Folder of .rego files (and data.json) for the embedded engine."""
     query: str = "data.toolgate.decision"
-    """The rule whose value is the decision document."""
+    """The rule whose value is the decision document: ``data.<package>.<rule>``."""
     timeout_ms: int = Field(default=500, gt=0)
     """Evaluation timeout; a timeout denies with policy_unavailable."""
     opa_url: str = "http://127.0.0.1:8181"
@@ -212,6 +211,13 @@ class PolicyConfig(_Strict):
                                       {"problem": problem})
         return value
 
+    @field_validator("query")
+    @classmethod
+    def _query_is_a_rule_path(cls, value: str) -> str:
+        if why := query_problem(value):
+            raise PydanticCustomError("policy_query_invalid", "{problem}", {"problem": why})
+        return value
+
 
 class StoreConfig(_Strict):
     kind: Literal["sqlite", "postgres"] = "sqlite"
@@ -224,6 +230,15 @@ class StoreConfig(_Strict):
     """How long a finished call's outcome is kept under its idempotency key (and a consumed
     grant's claim). Older ones are deleted; a retry with such a key runs again. At least 2 h:
     longer than any grant lives (``grant_ttl_seconds`` ≤ 1 h, plus clock skew)."""
+
+    @model_validator(mode="after")
+    def _postgres_has_a_dsn(self) -> "StoreConfig":
+        if self.kind == "postgres" and not self.dsn:
+            refuse("StoreConfig", [problem(
+                ("dsn",), "store_dsn_missing", "store.kind postgres needs the PostgreSQL connection string, "
+                "e.g. postgresql://toolgate@db.internal:5432/toolgate (a password is better kept in PGPASSWORD "
+                "or a .pgpass file than in this file)")])
+        return self
 
 
 class AuditConfig(_Strict):
@@ -287,10 +302,10 @@ class LimitsConfig(_Strict):
     @model_validator(mode="after")
     def _tenant_share_fits(self) -> "LimitsConfig":
         if self.python_threads_per_tenant > self.python_threads:
-            raise PydanticCustomError(
-                "python_threads_per_tenant_too_large",
-                "limits.python_threads_per_tenant ({share}) cannot exceed limits.python_threads ({threads})",
-                {"share": self.python_threads_per_tenant, "threads": self.python_threads})
+            refuse("LimitsConfig", [problem(
+                ("python_threads_per_tenant",), "python_threads_per_tenant_too_large",
+                "{share} cannot exceed limits.python_threads ({threads})",
+                share=self.python_threads_per_tenant, threads=self.python_threads)])
         return self
 
 
@@ -301,7 +316,8 @@ class Config(_Strict):
     data_dir: str = "data"
     """Folder for the SQLite store, audit log and sandboxes (env TOOLGATE_DATA_DIR overrides)."""
     listen: str = "127.0.0.1:50051"
-    """Address to listen on."""
+    """Address to listen on: ``HOST:PORT``, an IPv6 address in brackets (``[::1]:50051``); port 0
+    picks a free one."""
     tls: TLSConfig | None = None
     """TLS (and mTLS) for the gRPC port; plaintext when absent (loopback sidecar)."""
     identities: list[IdentityConfig] = Field(default_factory=list)
@@ -342,73 +358,20 @@ class Config(_Strict):
         model[str(info.field_name)].model_validate(value)
         return value
 
-    @model_validator(mode="after")
-    def _sections_agree(self) -> "Config":
-        """What one section names exists, checked at load: one key is one identity (else the last one
-        listed acts for it, in its tenant); an approver's id is in the keyring (else each of its votes
-        is refused as if the key lacked the role); a file secret provider's folder is there."""
-        from gateway.approvals.config import ApprovalsConfig, approver_identity_problems
-        from gateway.credentials import missing_secret_dirs
-
-        first: dict[str, IdentityConfig] = {}
-        problems: list[tuple[tuple[str | int, ...], str]] = []
-        for i, ident in enumerate(self.identities):
-            if (other := first.setdefault(ident.api_key_sha256, ident)) is not ident:
-                problems.append((("identities", i, "api_key_sha256"), f"identities '{other.name}' and '{ident.name}' "
-                                 "have the same key (it would act as the last one only); give each its own key"))
-        problems += approver_identity_problems(self.identities, ApprovalsConfig.model_validate(self.approvals))
-        problems += missing_secret_dirs(self.secrets, Path(self.base_dir))
-        if problems:
-            raise ValidationError.from_exception_data("Config", [
-                {"type": PydanticCustomError("config_inconsistent", "{problem}", {"problem": text}), "loc": loc,
-                 "input": None} for loc, text in problems])
-        return self
+    @field_validator("listen")
+    @classmethod
+    def _listen_is_host_and_port(cls, value: str) -> str:
+        if why := listen_problem(value):
+            raise PydanticCustomError("listen_invalid", "{problem}", {"problem": why})
+        return value
 
     @model_validator(mode="after")
-    def _unique_names(self) -> "Config":
-        names = [t.name for t in self.tools]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"tool names must be unique, repeated: {', '.join(dupes)}")
-        if self.workers > 1:
-            capped = [t.name for t in self.tools if t.max_concurrency]
-            if capped:
-                raise ValueError(
-                    f"workers: {self.workers} cannot enforce max_concurrency (a per-process cap) of tools "
-                    f"{', '.join(capped)}; remove the caps or run one worker"
-                )
-            if self.observability.get("metrics_port") is not None:
-                raise ValueError(f"workers: {self.workers} cannot share one metrics_port; run one worker for metrics")
-        return self
-
-    @model_validator(mode="after")
-    def _executors_can_do_what_tools_ask(self) -> "Config":
-        """What a descriptor asks of its executor is checked at load (``gateway.executors.options``)."""
-        from gateway.executors.options import refuse_unusable_executors
-
-        refuse_unusable_executors(self)
-        return self
-
-    @model_validator(mode="after")
-    def _opa_ca_file_loads(self) -> "Config":
-        """A set ``policy.opa_ca_file`` is an https OPA's trust anchor: it must load now, not at the first call."""
-        if not self.policy.opa_ca_file:
-            return self
-        if urlsplit(self.policy.opa_url).scheme != "https":
-            raise PydanticCustomError(
-                "opa_ca_file_needs_https", "policy.opa_ca_file is set but policy.opa_url is not https://")
-        path = self.resolve(self.policy.opa_ca_file)
-        try:
-            ssl.create_default_context(cafile=path)
-        except FileNotFoundError:
-            raise PydanticCustomError("opa_ca_file_missing", "policy.opa_ca_file: {path}: no such file",
-                                      {"path": str(path)}) from None
-        except ssl.SSLError:  # before OSError, its base: the file was read
-            raise PydanticCustomError("opa_ca_file_invalid", "policy.opa_ca_file: {path}: no PEM certificate in it",
-                                      {"path": str(path)}) from None
-        except OSError as exc:
-            raise PydanticCustomError("opa_ca_file_unreadable", "policy.opa_ca_file: {path}: cannot be read ({why})",
-                                      {"path": str(path), "why": exc.strerror or type(exc).__name__}) from None
+    def _settings_agree(self) -> "Config":
+        """What lies between settings is checked at load, each problem at the setting to blame
+        (``gateway.config_checks``): one key is one identity, an approver's id is in the keyring, a
+        file secret provider's folder is there, tool names are unique, several workers enforce no
+        per-process cap, each executor can do what its tools ask, ``policy.opa_ca_file`` loads."""
+        refuse("Config", settings_problems(self))
         return self
 
     def resolve(self, path: str) -> Path:

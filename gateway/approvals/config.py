@@ -16,11 +16,18 @@ Example::
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from typing import Any, Iterable
 
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gateway.config import Config, ConfigError, IdentityConfig
+from gateway.config_checks import Problem, problem, refuse
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$"
 MIN_APPROVAL_LIFETIME, MAX_APPROVAL_LIFETIME = 60, 86400
@@ -38,7 +45,7 @@ class ApproverKey(_Strict):
     kid: str = Field(pattern=_ID)
     """Key id, carried in the approval token's header; unique across the keyring."""
     public_key: str = ""
-    """The raw 32-byte Ed25519 public key, base64 (standard or url-safe)."""
+    """The raw 32-byte Ed25519 public key, base64 (standard or url-safe, padded or not)."""
     public_key_pem: str = ""
     """Or: the public key as PEM (SubjectPublicKeyInfo)."""
 
@@ -47,6 +54,61 @@ class ApproverKey(_Strict):
         if bool(self.public_key) == bool(self.public_key_pem):
             raise ValueError("give exactly one of public_key (base64) or public_key_pem")
         return self
+
+    @model_validator(mode="after")
+    def _key_decodes(self) -> "ApproverKey":
+        """The key is read here, as the keyring will read it (``approver_public_key``), so a key that
+        is not one is refused at load, naming its setting, not when the gateway starts."""
+        try:
+            approver_public_key(self.public_key, self.public_key_pem)
+        except ValueError as exc:
+            field = "public_key" if self.public_key else "public_key_pem"
+            refuse("ApproverKey", [problem((field,), "approver_key_invalid", "key '{kid}': {why}",
+                                           kid=self.kid, why=str(exc))])
+        return self
+
+
+_BASE64 = re.compile(r"^[A-Za-z0-9+/_-]*={0,2}\Z")
+_KEY_FORM = ("give the raw 32-byte Ed25519 public key in base64 (43 characters, or 44 ending in '='), as "
+             "'toolgate keys new' prints it, or the key in PEM as public_key_pem")
+
+
+def approver_public_key(public_key: str = "", public_key_pem: str = "") -> Ed25519PublicKey:
+    """The Ed25519 public key of an ``approvals.approvers[].keys[]`` entry: ``public_key_pem`` when
+    given, else ``public_key`` (base64, standard or url-safe alphabet, padding optional). ValueError
+    saying what is wrong without repeating the text. Both the validation and the keyring read
+    keys with this, so a key that loads is the key that verifies."""
+    if public_key_pem:
+        return _pem_public_key(public_key_pem)
+    text = public_key.strip()
+    try:
+        if not _BASE64.match(text):
+            raise binascii.Error("a character outside the base64 alphabets")
+        raw = base64.b64decode(text.replace("-", "+").replace("_", "/") + "=" * (-len(text) % 4), validate=True)
+    except binascii.Error:
+        raise ValueError(f"public_key is not base64; {_KEY_FORM}") from None
+    if len(raw) != 32:
+        raise ValueError(f"public_key decodes to {len(raw)} bytes, and a raw Ed25519 public key is 32; {_KEY_FORM}")
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def _pem_public_key(text: str) -> Ed25519PublicKey:
+    if "PRIVATE KEY" in text:
+        raise ValueError("public_key_pem holds a private key: give only its public half "
+                         "(openssl pkey -in KEY -pubout), and keep the private key with its approver")
+    try:
+        key = serialization.load_pem_public_key(text.encode())
+    except UnsupportedAlgorithm:
+        raise ValueError("public_key_pem holds a key of an algorithm this gateway cannot read; approver keys "
+                         "are Ed25519 (make one with 'toolgate keys new')") from None
+    except ValueError:
+        raise ValueError("public_key_pem is not a public key in PEM (-----BEGIN PUBLIC KEY----- ...); give the "
+                         "Ed25519 public key as PEM, or the raw key in base64 as public_key") from None
+    if not isinstance(key, Ed25519PublicKey):
+        kind = type(key).__name__.removeprefix("_").removesuffix("PublicKey") or "another kind"
+        raise ValueError(f"public_key_pem holds a public key of type {kind}, not Ed25519: approver keys are "
+                         "Ed25519 (make one with 'toolgate keys new')")
+    return key
 
 
 class ApproverConfig(_Strict):
@@ -76,14 +138,22 @@ class ApprovalsConfig(_Strict):
 
     @model_validator(mode="after")
     def _unique(self) -> "ApprovalsConfig":
-        ids = [a.id for a in self.approvers]
-        kids = [k.kid for a in self.approvers for k in a.keys]
-        for what, names in (("approver ids", ids), ("key ids (kid)", kids)):
-            dupes = sorted({n for n in names if names.count(n) > 1})
-            if dupes:
-                raise ValueError(f"{what} must be unique, repeated: {', '.join(dupes)}")
+        """Approver ids and kids are unique (each repeat refused where it is); a grant key is listed."""
+        found: list[Problem] = []
+        ids: dict[str, int] = {}
+        kids: dict[str, tuple[int, int]] = {}
+        for i, approver in enumerate(self.approvers):
+            if (at := ids.setdefault(approver.id, i)) != i:
+                found.append(problem(("approvers", i, "id"), "approver_id_repeated", "approver '{id}' is also "
+                                     "approvers.{at}: approver ids must be unique", id=approver.id, at=at))
+            for j, key in enumerate(approver.keys):
+                if (first := kids.setdefault(key.kid, (i, j))) != (i, j):
+                    found.append(problem(("approvers", i, "keys", j, "kid"), "kid_repeated", "kid '{kid}' is also "
+                                         "approvers.{i}.keys.{j}: key ids (kid) must be unique across the keyring",
+                                         kid=key.kid, i=first[0], j=first[1]))
         if not self.grant_keys:
-            raise ValueError("grant_keys needs at least one file")
+            found.append(problem(("grant_keys",), "grant_keys_empty", "needs at least one file"))
+        refuse("ApprovalsConfig", found)
         return self
 
 

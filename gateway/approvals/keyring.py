@@ -19,7 +19,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from gateway.approvals.config import ApprovalsConfig, ApproverKey, approvals_config
+from gateway.approvals.config import ApprovalsConfig, ApproverKey, approvals_config, approver_public_key
 from gateway.config import in_data_dir
 from gateway.key_files import KeyFileExposed, read_key_file
 
@@ -79,19 +79,8 @@ def approver_keyring(cfg: ApprovalsConfig) -> Keyring:
 
 
 def load_public_key(entry: ApproverKey) -> Ed25519PublicKey:
-    if entry.public_key_pem:
-        key = serialization.load_pem_public_key(entry.public_key_pem.encode())
-        if not isinstance(key, Ed25519PublicKey):
-            raise ValueError(f"key {entry.kid}: not an Ed25519 public key")
-        return key
-    raw = base64.urlsafe_b64decode(_pad(entry.public_key.replace("+", "-").replace("/", "_")))
-    if len(raw) != 32:
-        raise ValueError(f"key {entry.kid}: a raw Ed25519 public key is 32 bytes, got {len(raw)}")
-    return Ed25519PublicKey.from_public_bytes(raw)
-
-
-def _pad(text: str) -> str:
-    return text + "=" * (-len(text) % 4)
+    """The entry's key, read as its validation read it (``approver_public_key``)."""
+    return approver_public_key(entry.public_key, entry.public_key_pem)
 
 
 def raw_public_b64(key: Ed25519PublicKey) -> str:

@@ -152,11 +152,14 @@ def test_a_config_that_does_not_load_is_config_invalid(tmp_path):
     assert done.returncode == 2 and "no such file" in done.stderr, done
 
 
-def test_an_approver_key_that_does_not_load(tmp_path):
+def test_an_approver_key_that_does_not_load_names_the_setting(tmp_path):
     raw = yaml.safe_load(DEMO_CONFIG.read_text())
     raw["approvals"]["approvers"][0]["keys"][0]["public_key"] = "AAAA"
     config = _config(tmp_path, approvals=raw["approvals"])
     done = _check(config)
-    assert done.returncode == EXIT["approvals_invalid"], done
-    assert set(_errors(done)) == {"approvals_invalid"} and "32 bytes" in done.stderr, done
-    assert "32 bytes" in _serve_refuses(config)
+    assert done.returncode == EXIT["config_invalid"] and set(_errors(done)) == {"config_invalid"}, done
+    assert "approvals.approvers.0.keys.0.public_key: " in done.stderr and "32" in done.stderr, done.stderr
+    serve = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", "0"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert serve.returncode == EXIT["config_invalid"] and "listening" not in serve.stdout, serve
+    assert serve.stderr.startswith("toolgate: config_invalid: ") and "approvals.approvers.0.keys.0.public_key" in serve.stderr

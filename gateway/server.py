@@ -124,8 +124,11 @@ def _add_port(server: grpc.aio.Server, config: Config, address: str) -> int:
     return server.add_secure_port(address, creds)
 
 
-async def serve(config: Config, address: str | None = None, *, ready=None, worker: int | None = None) -> None:
-    """Run until SIGINT/SIGTERM; SIGHUP reloads the policy. ``worker``: see gateway.workers."""
+async def serve(config: Config, address: str | None = None, *, ready=None, worker: int | None = None,
+                closed=None) -> None:
+    """Run until SIGINT/SIGTERM; SIGHUP reloads the policy. ``worker``: see gateway.workers.
+    Logs ``stopping`` when told to stop and ``stopped`` once the store and the audit log are
+    closed, then calls ``closed()`` (the process's own business: ``serve_cmd.exit_when_held``)."""
     app = GatewayApp(config, worker=worker)
     try:
         server, port, app = await create_server(config, address, app=app)
@@ -137,16 +140,27 @@ async def serve(config: Config, address: str | None = None, *, ready=None, worke
         ready(f"{host}:{port}")
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    told: list[str] = []
+
+    def stop_on(sig: signal.Signals) -> None:
+        told.append(sig.name)
+        stop.set()
+
     loop.add_signal_handler(signal.SIGHUP, app.reload_policy_soon)
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stop_on, sig)
     watcher = asyncio.create_task(_watch_policy(app)) if config.policy.reload_on_change else None
     try:
         await stop.wait()
     finally:
         if watcher:
             watcher.cancel()
-        await shutdown(server, app, grace=5)
+        began, grace = loop.time(), 5.0
+        log.info("stopping", reason=told[0] if told else "", grace_seconds=grace, in_flight=app.pipeline.in_flight.open)
+        await shutdown(server, app, grace=grace)
+        log.info("stopped", seconds=round(loop.time() - began, 3))
+        if closed is not None:
+            closed()
 
 
 async def shutdown(server: grpc.aio.Server, app: GatewayApp, grace: float) -> None:

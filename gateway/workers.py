@@ -19,9 +19,14 @@ What the workers share and what each keeps:
   times as many) and a metrics port (N endpoints cannot share one).
 
 Signals: SIGTERM and SIGINT stop every worker; SIGHUP is forwarded (each reloads its policy).
-A worker that exits on its own takes the others down and ``serve`` exits 1: restarting is the
-process supervisor's job (systemd, Kubernetes), which then sees one failed unit, not a
-half-alive one. Linux only (``SO_REUSEPORT`` load balancing).
+The workers stop together, under one deadline (``STOP_TIMEOUT_SECONDS``) for all of them; one
+still there at its end is killed. A worker that exits on its own takes the others down and
+``serve`` exits 1 (logged as ``worker_exited``): restarting is the process supervisor's job
+(systemd, Kubernetes), which then sees one failed unit, not a half-alive one. Linux only
+(``SO_REUSEPORT`` load balancing).
+
+Each worker logs as ``toolgate serve`` does (one JSON object a line on stderr), each line with
+its ``worker`` index; the supervisor's own lines have none.
 """
 
 from __future__ import annotations
@@ -36,12 +41,18 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import structlog
+
 from gateway.config import Config
+
+log = structlog.get_logger("toolgate.workers")
 
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 20.0
-"""A worker's grace at SIGTERM (``server.shutdown``: 5 s for the calls and the tools, then ``drain``
-waits as long again for the stopped tools' results) with room to spare, before it is killed."""
+"""The workers' grace at SIGTERM, one deadline for all of them (``server.shutdown``: 5 s for the calls
+and the tools, then ``drain`` waits as long again for the stopped tools' results, then at most
+``serve_cmd.EXIT_GRACE_SECONDS`` for the interpreter's exit) with room to spare, before those still
+there are killed."""
 
 
 def worker_audit_path(audit_path: Path, worker: int | str) -> Path:
@@ -99,7 +110,8 @@ def run_workers(count: int, address: str, target: Callable[..., None], args: tup
     """Start ``count`` processes of ``target(*args, address, index, link)`` on one reserved port.
 
     Each must send ``("ready", "")`` (or ``("error", why)``) on ``link`` once it listens, and
-    stop on SIGTERM. Returns 0 after SIGTERM/SIGINT, 1 when a worker exits on its own; raises
+    stop on SIGTERM; those still running ``STOP_TIMEOUT_SECONDS`` after it (one deadline for
+    all) are killed. Returns 0 after SIGTERM/SIGINT, 1 when a worker exits on its own; raises
     ``RuntimeError`` when one fails to start. The bench's echo baseline runs under this too,
     so both sides of a comparison have the same layout.
     """
@@ -107,11 +119,10 @@ def run_workers(count: int, address: str, target: Callable[..., None], args: tup
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: gRPC must not cross a fork
     procs: list[Any] = []
     links: list[Any] = []
-    stopping = False
+    stopping: list[str] = []  # the signal that asked: logged by the loop below, not in the handler
 
     def stop(signum: int, _frame: Any) -> None:
-        nonlocal stopping
-        stopping = True
+        stopping.append(signal.Signals(signum).name)
 
     def forward_hup(signum: int, _frame: Any) -> None:
         for p in procs:
@@ -136,12 +147,12 @@ def run_workers(count: int, address: str, target: Callable[..., None], args: tup
             ready(address)
         while not stopping:
             multiprocessing.connection.wait([p.sentinel for p in procs], timeout=0.5)
-            dead = [p for p in procs if not p.is_alive()]
+            dead = [i for i, p in enumerate(procs) if not p.is_alive()]
             if dead and not stopping:
-                _stop_all(procs)
-                print(f"toolgate: worker {dead[0].name} exited with code {dead[0].exitcode}; stopping", flush=True)
+                log.error("worker_exited", code="worker_exited", index=dead[0], exit_code=procs[dead[0]].exitcode)
+                _stop_all(procs, why="worker_exited")
                 return 1
-        _stop_all(procs)
+        _stop_all(procs, why=stopping[0])
         return 0
     finally:
         for s, handler in previous.items():
@@ -173,15 +184,27 @@ def _await_ready(procs: list[Any], links: list[Any]) -> str:
     return ""
 
 
-def _stop_all(procs: list[Any]) -> None:
+def _stop_all(procs: list[Any], *, why: str = "") -> None:
+    """SIGTERM every worker and wait for them all together, ``STOP_TIMEOUT_SECONDS`` in all; kill
+    those still there then (``why``: what asked, logged). Waited for one after the other, each
+    with the whole timeout, N stuck workers took N times it: 41.7 s for two, past the pod's 25 s."""
+    timeout, began = STOP_TIMEOUT_SECONDS, time.monotonic()
+    if why:
+        log.info("stopping", reason=why, workers=len(procs), deadline_seconds=timeout)
     for p in procs:
         if p.is_alive():
             _kill(p.pid, signal.SIGTERM)
+    end = began + timeout
     for p in procs:
-        p.join(STOP_TIMEOUT_SECONDS)
-        if p.is_alive():
-            p.kill()
-            p.join()
+        p.join(max(0.0, end - time.monotonic()))
+    killed = [i for i, p in enumerate(procs) if p.is_alive()]
+    for i in killed:
+        log.warning("worker_killed", code="worker_killed", index=i, waited_seconds=timeout)
+        procs[i].kill()
+    for i in killed:
+        procs[i].join()
+    if why:
+        log.info("stopped", seconds=round(time.monotonic() - began, 3), killed=killed)
 
 
 def _kill(pid: int | None, sig: int) -> None:
@@ -193,16 +216,19 @@ def _kill(pid: int | None, sig: int) -> None:
 
 
 def _worker_main(config: Config, address: str, worker: int, link: Any) -> None:  # run_workers' target
-    """A worker: a whole gateway on the shared port, its own audit chain."""
+    """A worker: a whole gateway on the shared port, its own audit chain, its logs as ``serve``'s
+    (a spawned interpreter starts with structlog's console format on stdout)."""
+    from gateway.cli.serve_cmd import configure_logging, exit_when_held
     from gateway.server import serve
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor turns Ctrl-C into SIGTERM
+    configure_logging(worker=worker)
 
     def ready(_addr: str) -> None:
         link.send(("ready", ""))
 
     try:
-        asyncio.run(serve(config, address, ready=ready, worker=worker))
+        asyncio.run(serve(config, address, ready=ready, worker=worker, closed=exit_when_held))
     except Exception as exc:
         try:
             link.send(("error", f"cannot start: {exc}"))

@@ -5,13 +5,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import socket
 import sys
+import threading
+from typing import Any
 
 import structlog
 
 from gateway.cli._errors import fail
 from gateway.config import ConfigError, load_config
+
+EXIT_GRACE_SECONDS = 5.0
+"""How long the interpreter's exit may take once the gateway has stopped (``exit_when_held``)."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -70,16 +76,49 @@ def _bind_error(address: tuple) -> str:
     return ""
 
 
-def configure_logging() -> None:
+def configure_logging(worker: int | None = None) -> None:
     """The server's logs: one JSON object a line on stderr, INFO and up. A record logged with
     ``exc_info`` carries the exception and its traceback (``exception``): without it an
-    unexpected error in a call left only ``{"event": "pipeline_error", "exc_info": true}``."""
+    unexpected error in a call left only ``{"event": "pipeline_error", "exc_info": true}``.
+    ``worker``: this process's index among ``workers: N``, put on each line as ``worker``
+    (``gateway.workers`` configures each worker so; the supervisor's lines have none)."""
+    stamp = [] if worker is None else [_stamp_worker(worker)]
     structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"),
+        processors=[*stamp, structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"),
                     structlog.processors.format_exc_info, structlog.processors.JSONRenderer()],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
     )
+
+
+def _stamp_worker(worker: int) -> Any:
+    def stamp(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+        event["worker"] = worker
+        return event
+    return stamp
+
+
+def exit_when_held(seconds: float = EXIT_GRACE_SECONDS) -> None:
+    """Called once the gateway has stopped, its store and audit log closed: end the process
+    (``os._exit(0)``, after flushing stdout and stderr) should its exit take over ``seconds``.
+
+    What could hold it there has no record left to write: a thread the interpreter joins at exit
+    (a tool's ``asyncio.to_thread`` call, a library's non-daemon thread) or an exit hook that hangs.
+    The python executor's threads are daemon threads and hold nothing; without this, anything
+    else of the kind kept a stopped gateway alive for as long as it ran, past the pod's grace."""
+    def end() -> None:
+        held = sorted(t.name for t in threading.enumerate() if t is not threading.current_thread())
+        structlog.get_logger("toolgate.server").warning("exit_forced", waited_seconds=seconds, threads=held)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a reader gone, or a stream closed
+                pass
+        os._exit(0)
+
+    timer = threading.Timer(seconds, end)
+    timer.daemon = True
+    timer.start()
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -111,7 +150,7 @@ def run(ns: argparse.Namespace) -> int:
     try:
         if config.workers > 1:
             return supervise(config, address, ready=ready)
-        asyncio.run(serve(config, address, ready=ready))
+        asyncio.run(serve(config, address, ready=ready, closed=exit_when_held))
     except Exception as exc:  # start-up failures: bad policy, port taken, store unreachable
         return fail("cannot_start", f"{exc}")
     return 0

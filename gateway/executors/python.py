@@ -19,6 +19,13 @@ so and is not retryable, the thread is handed to the execute stage (``ExecReques
 which keeps the tool's concurrency slot taken until it ends (so ``max_concurrency`` bounds
 threads too) and starts no retry meanwhile. A call still waiting for a free thread at the
 timeout never starts. Tools that must be stoppable belong in a subprocess (killed at the timeout).
+
+The threads are daemon threads of this executor's own (``DaemonThreads``), not a
+``ThreadPoolExecutor``'s, which the interpreter joins at exit whatever ``shutdown(wait=False)``
+says: a sync tool running at a stop held the stopped gateway up for as long as it ran (for good, if
+it never returned), its side effect landing after the audit log had closed. At a stop the gateway
+writes such a call's result (``outcome_unknown``: it started) and closes its store and audit log;
+the process then exits, and the thread ends with it.
 """
 
 from __future__ import annotations
@@ -27,12 +34,13 @@ import asyncio
 import contextvars
 import importlib
 import inspect
-from concurrent.futures import Future, ThreadPoolExecutor
+import queue
+import threading
+from concurrent.futures import Future
 from typing import Any, Callable
 
 from gateway.config import DEFAULT_MAX_THREADS, DEFAULT_THREADS_PER_TENANT
 from gateway.executors.base import ExecRequest, ExecResult
-
 
 
 class PythonExecutor:
@@ -57,14 +65,15 @@ class PythonExecutor:
             raise ValueError(f"threads_per_tenant must be 1..{max_threads} (max_threads), got {share}")
         self._cache: dict[str, tuple[Callable[..., Any], bool]] = {}
         """callable reference -> (the function, whether it runs on the loop: ``_is_async``)"""
-        self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="toolgate-python")
+        self._pool = DaemonThreads(max_threads, "toolgate-python")
         self._share = share
         self._shares: dict[str, asyncio.Semaphore] = {}
         """One per tenant that ever ran a sync tool (tenants are configured, so a bounded few)."""
 
     async def close(self) -> None:
-        """Drop calls still waiting for a thread; running ones cannot be stopped and are left to end."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Drop calls still waiting for a thread; running ones cannot be stopped: they end at their
+        function's return, or with the process."""
+        self._pool.shutdown()
 
     def _load(self, ref: str) -> tuple[Callable[..., Any], bool]:
         loaded = self._cache.get(ref)
@@ -156,6 +165,69 @@ def _timed_out(timeout: float, thread: Future[Any] | None) -> ExecResult:
     return ExecResult.failure(
         "timeout", f"no result within {timeout:g}s; the function is still running (a Python thread cannot "
         "be stopped) and may yet complete, side effects included", retryable=False)
+
+
+class DaemonThreads:
+    """Up to ``max_workers`` daemon threads running the functions handed to ``submit``, in order.
+
+    What ``ThreadPoolExecutor`` does for the executor, except at exit: its threads are joined
+    then, so one sync tool that does not return keeps the process alive. These end with the
+    process. A thread is started when a call finds none idle, up to ``max_workers``."""
+
+    def __init__(self, max_workers: int, name: str) -> None:
+        self._max_workers, self._name = max_workers, name
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue())
+        self._idle = threading.Semaphore(0)
+        """Released by a thread each time it waits for a job: ``submit`` starts none while one does."""
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """Run ``fn(*args)`` on a thread; the future, cancelled, drops the call if it has not started."""
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the python executor is closed: no new call starts")
+            self._jobs.put((future, fn, args))
+            if not self._idle.acquire(blocking=False) and self._threads < self._max_workers:
+                thread = threading.Thread(target=self._work, name=f"{self._name}_{self._threads}", daemon=True)
+                thread.start()
+                self._threads += 1
+        return future
+
+    def shutdown(self) -> None:
+        """Cancel the calls not started; idle threads end now, running ones once their function returns."""
+        with self._lock:
+            self._closed = True
+            threads = self._threads
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                job[0].cancel()
+        for _ in range(threads):
+            self._jobs.put(None)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            _run(*job)
+            del job  # the call's arguments and result are not held while the thread waits
+            self._idle.release()
+
+
+def _run(future: Future[Any], fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    if not future.set_running_or_notify_cancel():  # cancelled while it waited: never started
+        return
+    try:
+        result = fn(*args)
+    except BaseException as exc:  # as ThreadPoolExecutor: the caller sees what the function raised
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
 
 
 class ToolFailure(Exception):

@@ -1,4 +1,4 @@
-"""Normalize an executor result into an Observation: scrubbed, flagged, capped, typed.
+"""Normalize an executor result into an Observation: scrubbed, capped, flagged, typed.
 
 Order matters and is fixed:
 
@@ -7,9 +7,14 @@ Order matters and is fixed:
    count goes to ``redactions``. Scrubbing runs before capping so truncation cannot cut a
    secret in half and let its prefix through.
    Every cut of output (data, the error message, the summary) comes after this.
-2. **flag** — instruction-like content in the data, stderr, error message or summary gives
-   ``possible_prompt_injection``; nothing is changed.
-3. **cap** — data above ``max_bytes`` (serialized) is cut, ``truncated: true``.
+2. **cap** — data above ``max_bytes`` (serialized) is cut, ``truncated: true``.
+3. **flag** — instruction-like content in what the observation shows the model gives
+   ``possible_prompt_injection``; nothing is changed. All it shows is scanned: the summary, the
+   error's type and message (the stderr's tail in it), each string in the data (read from what
+   was kept: the part shown and the margin), and the data's JSON text as sent, or the start of it
+   that it was cut to, for what only the text shows (an instruction over neighbouring strings, a
+   ``"tool_calls":`` key: ``injection.json_text_flags``). Not the rest of the stderr, which is not
+   shown: scanning a large stderr from its start, up to a cut-off, missed the end the model saw.
 
 A failed result's error message is the (scrubbed) message trimmed to ``ERROR_MESSAGE_CHARS``,
 plus the tail of the tool's (scrubbed) stderr so an agent can see why it failed. The outcome
@@ -31,7 +36,7 @@ from typing import Any
 
 from gateway.codes import Code
 from gateway.executors.base import ExecResult
-from gateway.injection import injection_flags
+from gateway.injection import injection_flags, json_text_flags
 from gateway.json_encode import encoder
 from gateway.jsonable import Keep, jsonable, utf8_text
 from gateway.models import CallContext, ErrorInfo, Observation, Provenance
@@ -68,19 +73,25 @@ def normalize(ctx: CallContext, result: ExecResult, duration_ms: int, max_bytes:
     )
     if result.ok:
         summary = _summary(data)
-        flags = injection_flags(clean.data, clean.stderr, summary)
-        return Observation(status="ok", summary=summary, flags=flags, **common)
+        return Observation(status="ok", summary=summary, flags=_flags(clean, data, truncated, summary), **common)
     error = clean.error or ErrorInfo("unknown", "unknown error")
     message = error.message[:ERROR_MESSAGE_CHARS]  # scrubbed already: the cut cannot split a secret
     if clean.stderr.strip():
         message = f"{message}; stderr: {clean.stderr[-STDERR_TAIL_CHARS:]}"
     error = dataclasses.replace(error, message=message)
     summary = f"{ctx.tool.name} failed: {error.message}"[:SUMMARY_CHARS]
-    flags = injection_flags(clean.data, clean.stderr, error.type, error.message, summary)
+    flags = _flags(clean, data, truncated, summary, error.type, error.message)
     return Observation(
         status="error", summary=summary, error=error, flags=flags,
         code=_ERROR_CODES.get(error.type, Code.TOOL_ERROR), **common,
     )
+
+
+def _flags(clean: _Clean, data: Any, cut: bool, *shown: str) -> tuple[str, ...]:
+    """The flags of what an observation shows: ``shown`` (its summary, the error's type and
+    message), each string of its data (those kept, ``clean.data``: the part shown and the margin),
+    and the data as sent, its JSON text (or, ``cut``, the start of it that ``data`` then is)."""
+    return injection_flags(*shown, clean.data) or json_text_flags(data if cut else _encode_data(data))
 
 
 def scrub_result(result: ExecResult, secrets: Any, *, max_bytes: int | None = None) -> _Clean:

@@ -7,8 +7,11 @@ Two layers, both counted in ``redactions``:
    padding, and the stable core of its encoding at each of the three byte alignments, so it is
    also found inside a larger base64 blob), percent-encoding (as Python, PHP, Java and JavaScript
    write it, hex in either case), hex (both cases) and JSON-escaped (as Python and JavaScript, PHP,
-   Go, Gson and .NET escape it). Not found: a secret with its letters' case changed, or inside
-   base64 wrapped over lines (its line breaks fall anywhere in the secret's encoding).
+   Go, Gson and .NET escape it); and written as UTF-16 (``_utf16_forms``: either byte order, at any
+   byte offset), as output read as UTF-8 shows it (a NUL between an ASCII secret's characters), as
+   hex, as Python's bytes escapes and JSON-escaped. Not found: a secret with its letters' case
+   changed, inside base64 wrapped over lines (its line breaks fall anywhere in the secret's
+   encoding), or in UTF-32 or UTF-16 base64.
 2. **Patterns** — common secret shapes whatever their origin (PEM private keys, bearer tokens,
    AWS keys, GitHub / Slack tokens, JWTs). Configurable; ``DEFAULT_PATTERNS`` is the default.
    Each of those runs in linear time on any text, as ``cut`` does: the text is the tool's, and
@@ -34,6 +37,7 @@ import json
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Iterable, Sequence
 from urllib.parse import quote, quote_plus
 
@@ -88,7 +92,25 @@ def encoded_forms(value: str) -> set[str]:
         full = enc(raw).decode("ascii")
         forms.update({full, full.rstrip("=")})
         forms.update(_shifted_cores(raw, enc))
+    forms.update(_utf16_forms(value))
     return {f for f in forms if f}
+
+
+def _utf16_forms(value: str) -> set[str]:
+    """``value`` written as UTF-16 in either byte order, as the gateway comes to show it: read as
+    UTF-8 as the executors read output (an ASCII secret with a NUL after each character, little-endian,
+    or before it, big-endian; other characters as the bytes decode, U+FFFD for those that do not),
+    as hex and as Python's bytes escapes (a ``python`` tool's bytes that are not UTF-8:
+    ``bytes_to_text``), and JSON-escaped (``\\u0000``, as every encoder here writes a NUL).
+
+    Each without the NUL bytes at its ends: of an ASCII secret the two byte orders then give the
+    same forms, found wherever the UTF-16 text starts, at an even or an odd byte offset (UTF-8 reads
+    ASCII and NUL a byte at a time, and no byte before them can take them into a character)."""
+    forms: set[str] = set()
+    for core in {value.encode(codec, "surrogatepass").strip(b"\0") for codec in ("utf-16-le", "utf-16-be")}:
+        text = core.decode("utf-8", "replace")
+        forms |= {text, core.hex(), core.hex().upper(), repr(core)[2:-1]} | _json_forms(text)
+    return forms
 
 
 def _percent_forms(value: str) -> set[str]:
@@ -125,6 +147,8 @@ def _dotnet(value: str) -> str:
     """``value`` as .NET's System.Text.Json writes it in a string: ``\\`` and the short control
     escapes, every other control character, non-ASCII character (UTF-16 units) and ``<>&'"+` ``
     as ``\\uXXXX`` with upper-case hex."""
+    if value.isascii():
+        return value.translate(_DOTNET_ASCII)
     out = []
     for char in value:
         if char in _DOTNET_SHORT:
@@ -135,6 +159,12 @@ def _dotnet(value: str) -> str:
         else:
             out.append(char)
     return "".join(out)
+
+
+_DOTNET_ASCII = {c: _DOTNET_SHORT.get(chr(c), "\\u%04X" % c) for c in range(128)
+                 if chr(c) in _DOTNET_SHORT or c < 0x20 or chr(c) in "<>&'\"+`"}
+"""``_dotnet``'s escapes of ASCII characters, for ``str.translate`` (a NUL between each character
+of a secret's UTF-16 form made the loop the slowest part of a call's scrubber)."""
 
 
 def _escaped(text: str, chars: str) -> str:
@@ -162,12 +192,7 @@ class Scrubber:
 
     def __init__(self, secrets: Iterable[str] = (), patterns: Sequence[SecretPattern] = DEFAULT_PATTERNS) -> None:
         secrets = tuple(secrets)
-        forms: set[str] = set()
-        for secret in secrets:
-            forms |= encoded_forms(secret)
-        self._forms = sorted(forms, key=len, reverse=True)
-        self._margin = max([PATTERN_MARGIN_BYTES, *(len(f.encode()) for f in self._forms)])
-        self._exact = re.compile("|".join(re.escape(f) for f in self._forms)) if self._forms else None
+        self._forms, self._margin, self._exact = _exact_forms(tuple(sorted(set(secrets))))
         self._patterns = tuple(patterns)
         self._digit_secrets = tuple(s for s in secrets if s.isascii() and s.isdigit())
 
@@ -266,6 +291,22 @@ class Scrubber:
             out[key], n = self.data(item)
             total += n
         return out, total
+
+
+@lru_cache(maxsize=64)
+def _exact_forms(secrets: tuple[str, ...]) -> tuple[tuple[str, ...], int, re.Pattern[str] | None]:
+    """The forms of ``secrets`` searched for, longest first; the margin they need (``Scrubber.margin``);
+    and their alternation. Kept for the latest sets, as ``re`` keeps the latest compiled patterns
+    (this one among them, which holds every form): a subprocess call builds three scrubbers (one
+    per captured stream and its normalization's), and making the forms and the pattern took ~0.2 ms
+    for each once the UTF-16 forms were added."""
+    forms: set[str] = set()
+    for secret in secrets:
+        forms |= encoded_forms(secret)
+    longest_first = tuple(sorted(forms, key=len, reverse=True))
+    margin = max([PATTERN_MARGIN_BYTES, *(len(f.encode()) for f in longest_first)])
+    exact = re.compile("|".join(re.escape(f) for f in longest_first)) if longest_first else None
+    return longest_first, margin, exact
 
 
 def _whole_before(regex: re.Pattern[str], text: str, start: int, cut: int) -> bool:

@@ -16,6 +16,9 @@ ran is unknown, so it is never run again under that key: the caller who finds it
 in the store with an ``outcome_unknown`` refusal, which it and every later caller with the
 key get as the replayed outcome. Without that, a retry after a crash would hear
 ``execution_in_progress`` ("retry later") for ever.
+
+``ExecutionClaims.settled`` answers from a claim without ever taking it, for a caller that may
+hear an outcome but never execute (a grant past its expiry whose jti a call claimed).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import functools
 import hashlib
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from gateway import outcome_codec
 from gateway.codes import Code
@@ -53,6 +57,9 @@ ABANDONED_REASON = (
 @dataclass(frozen=True, slots=True)
 class Conflict:
     refusal: Refused
+    unknown_from: float | None = None
+    """``settled``, a claim still running: when it is older than its lease (epoch seconds), from
+    which a retry is answered ``outcome_unknown`` if its holder is gone."""
 
 
 def bound(args_hash: str, caller: str) -> str:
@@ -115,13 +122,44 @@ class ExecutionClaims:
     async def _abandon(
         self, scope: str, key: str, args_hash: str, lease: float, wait: float, mismatch: Code, caller: str
     ) -> Won | Replay | Conflict:
-        unknown = CallResult("", Refused(Code.OUTCOME_UNKNOWN, (ABANDONED_REASON,)), args_hash, "")
-        now = time.time()
-        if await self._store.abandon(scope, key, now - lease, outcome_json := outcome_codec.dumps(unknown), now):
-            self._wake(Won(scope, key))
-            return Replay(outcome_codec.loads(outcome_json).as_replay(), abandoned=True)
+        if (abandoned := await self._abandoned(scope, key, args_hash, lease)) is not None:
+            return abandoned
         # finished (or abandoned by another caller) in the meantime: read it like any claim
         return await self.acquire(scope, key, args_hash, wait=wait, mismatch=mismatch, lease=lease, caller=caller)
+
+    async def _abandoned(self, scope: str, key: str, args_hash: str, lease: float) -> Replay | None:
+        """Store ``outcome_unknown`` under a claim still running after ``lease`` seconds; None when
+        it is not (any more) such a claim."""
+        unknown = CallResult("", Refused(Code.OUTCOME_UNKNOWN, (ABANDONED_REASON,)), args_hash, "")
+        now = time.time()
+        if not await self._store.abandon(scope, key, now - lease, outcome_json := outcome_codec.dumps(unknown), now):
+            return None
+        self._wake(Won(scope, key))
+        return Replay(outcome_codec.loads(outcome_json).as_replay(), abandoned=True)
+
+    async def settled(self, scope: str, key: str, args_hash: str, *, mismatch: Code, lease: float,
+                      caller: str = "") -> Replay | Conflict | None:
+        """What the claim on ``key`` answers a caller who may be told its outcome but never execute
+        (a grant past its expiry: ``gateway.approvals.gate``). It never claims, so nothing ever
+        runs on this answer: None when there is no claim; the stored outcome (``Replay``); a claim
+        orphaned past ``lease`` abandoned as ``acquire`` does (``Replay``, abandoned); else, while
+        its holder may still be running, ``execution_in_progress`` at once, saying from when
+        (``unknown_from``) a retry is told ``outcome_unknown`` if the holder is gone."""
+        binding = bound(args_hash, caller)
+        for _ in range(3):  # an abandon lost to a holder finishing (or another abandon): read again
+            claim = await self._store.get_claim(scope, key)
+            if claim is None:
+                return None
+            if claim.args_hash != binding:
+                return Conflict(Refused(mismatch, (f"{scope.split(':')[0]} key was used with other arguments",)))
+            if claim.status is not ClaimStatus.RUNNING:
+                return Replay(outcome_codec.loads(claim.outcome_json or "").as_replay())
+            if claim.created is None or claim.created >= time.time() - lease:
+                at = None if claim.created is None else claim.created + lease
+                return Conflict(Refused(Code.EXECUTION_IN_PROGRESS, (_unfinished(at),)), at)
+            if (abandoned := await self._abandoned(scope, key, args_hash, lease)) is not None:
+                return abandoned
+        return Conflict(Refused(Code.EXECUTION_IN_PROGRESS, ("the first execution has not finished; retry later",)))
 
     async def complete(self, won: Won, result: CallResult) -> None:
         await self._store.complete(won.scope, won.key, outcome_codec.dumps(result), time.time())
@@ -135,3 +173,16 @@ class ExecutionClaims:
         event = self._events.pop((won.scope, won.key), None)
         if event is not None:
             event.set()
+
+
+def _unfinished(unknown_from: float | None) -> str:
+    """``execution_in_progress``'s reason for a claim that may be abandoned from ``unknown_from``."""
+    if unknown_from is None:
+        return "the first execution has not finished; retry later"
+    return (f"the first execution has not finished; retry later: if the gateway running it stopped, a retry from "
+            f"{utc_text(unknown_from)} is answered outcome_unknown (whether the tool ran is not known)")
+
+
+def utc_text(epoch: float) -> str:
+    """``epoch`` as ISO 8601 in UTC, to the second (``2024-05-01T12:00:00+00:00``)."""
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")

@@ -10,7 +10,9 @@ parsed strictly and checked in DESIGN.md's order. Whatever goes wrong raises one
 ``invalid_approval`` except for changed arguments (``approval_args_mismatch``). A lifetime
 (``exp - iat``) out of bounds raises the subclass ``LifetimeRejected``, alike at this level but
 with the bound in typed fields: a caller that may say more (the approval service, to an
-approver whose signature verified) can name it.
+approver whose signature verified) can name it. An expired token raises the subclass
+``TokenExpired``; ``check_claims_excusing_expiry`` (every check but ``exp``) exists only for the
+gate to answer a grant already claimed from its claim, never to authorize anything.
 """
 
 from __future__ import annotations
@@ -123,8 +125,23 @@ def check_claims(verified: Verified, *, typ: str, keyring: Keyring, expected: Ex
     For a caller that needed the signed claims first (the gate looks up the approval a grant
     names before it knows what to expect) and must not pay for the signature twice.
     """
+    return _checked(verified, typ, keyring, expected, now, limits, expiry=True)
+
+
+def check_claims_excusing_expiry(verified: Verified, *, typ: str, keyring: Keyring, expected: Expected, now: int,
+                                 limits: Limits) -> Verified:
+    """Every check of ``check_claims`` but ``exp``: the lifetime bounds, ``nbf``, the binding and
+    the args hash. Dangerous: a token that passes may have expired, so it never authorizes
+    anything. Only for a grant whose ``jti`` a call has already claimed (it was valid when first
+    presented): the gate answers it from that claim, never by executing (``gateway.approvals.gate``).
+    """
+    return _checked(verified, typ, keyring, expected, now, limits, expiry=False)
+
+
+def _checked(verified: Verified, typ: str, keyring: Keyring, expected: Expected, now: int, limits: Limits, *,
+             expiry: bool) -> Verified:
     c = verified.claims
-    _check_time(c, now, limits)
+    _check_time(c, now, limits, expiry=expiry)
     _check_binding(c, expected, typ)
     if not hmac.compare_digest(c["args_hash"].encode(), expected.args_hash.encode()):
         raise TokenRejected("args_hash differs from the arguments presented", Code.APPROVAL_ARGS_MISMATCH)
@@ -187,10 +204,10 @@ def _claims(payload: bytes, typ: str) -> dict[str, Any]:
     return claims
 
 
-def _check_time(c: dict[str, Any], now: int, limits: Limits) -> None:
+def _check_time(c: dict[str, Any], now: int, limits: Limits, *, expiry: bool = True) -> None:
     if c["exp"] <= c["iat"] or c["exp"] - c["iat"] > limits.max_lifetime:
         raise LifetimeRejected(c["exp"] - c["iat"], limits.max_lifetime)
-    if now >= c["exp"] + limits.skew:
+    if expiry and now >= c["exp"] + limits.skew:
         raise TokenExpired(f"expired at {c['exp']} (now {now}, skew {limits.skew})")
     not_before = max(c["iat"], c.get("nbf", c["iat"]))
     if not_before > now + limits.skew:

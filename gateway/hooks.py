@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from gateway.codes import Code
-from gateway.models import CallContext, Outcome, Refused
+from gateway.models import CallContext, CallResult, Outcome, Refused
 
 
 class ApprovalGate(Protocol):
-    async def verify_presented(self, ctx: CallContext) -> Refused | None:
-        """If the call presents a grant (or approval id), verify it and set ``ctx.approval``."""
+    async def verify_presented(self, ctx: CallContext) -> Refused | CallResult | None:
+        """If the call presents a grant (or approval id), verify it and set ``ctx.approval``; or
+        the call's answer: a refusal, or the outcome a late grant's claim holds (replayed)."""
         ...
 
     async def request(self, ctx: CallContext) -> Outcome:

@@ -82,18 +82,18 @@ class GatewayApp:
         """Tools the policy lets this caller see (``data.toolgate.visible``); a tool whose check
         fails is hidden. When every check fails (OPA down, a broken rule), ``PolicyError``: an
         empty list would read as "no tools for you" where the truth is "the policy could not say"."""
-        visible, failed = [], None
+        visible, decided, failed = [], False, None
         path = self.config.policy.query.rsplit(".", 1)[0] + ".visible"
         for tool in self.tools:
             doc = {"caller": caller_view(identity), "tool": tool.policy_view()}
             try:
                 if await self.engine.query(path, doc) is True:
                     visible.append(tool)
-                failed = failed or False
+                decided = True
             except PolicyError as exc:
                 log.warning("visibility_check_failed", tool=tool.name, detail=exc.detail)
-                failed = exc if failed is None else failed
-        if failed:
+                failed = failed or exc
+        if failed is not None and not decided:
             raise failed
         return visible
 

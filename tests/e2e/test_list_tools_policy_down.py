@@ -47,9 +47,11 @@ async def test_opa_unreachable_is_a_refusal(tmp_path):
     assert tools is None and error.code() == grpc.StatusCode.UNAVAILABLE
 
 
-@pytest.mark.parametrize("failing", ['input.tool.name == "echo"'])
-async def test_a_check_failing_for_some_tools_hides_only_those(tmp_path, failing):
+@pytest.mark.parametrize("tool", ["read_file", "echo"])  # the first tool in the config's order, and a later one
+async def test_a_check_failing_for_some_tools_hides_only_those(tmp_path, tool):
+    failing = f'input.tool.name == "{tool}"'
     rego = HEADER + f'visible if {{ {failing}; to_number("x") > 0 }}\nvisible if not {failing}\n'
     cfg = demo_config(tmp_path, policy={"bundle": str(policy_bundle(tmp_path / "b", rego))})
+    assert cfg.tools[0].name == "read_file"
     tools, error = await _list(cfg)
-    assert error is None and tools and "echo" not in tools and "read_file" in tools, tools
+    assert error is None and tools and tool not in tools and "lookup_policy" in tools, (tools, error)

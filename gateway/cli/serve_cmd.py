@@ -87,7 +87,7 @@ def configure_logging(worker: int | None = None) -> None:
         processors=[*stamp, structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"),
                     structlog.processors.format_exc_info, structlog.processors.JSONRenderer()],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(sys.stderr),  # the line and its newline in one write: workers share stderr
     )
 
 

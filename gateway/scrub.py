@@ -100,8 +100,8 @@ def _utf16_forms(value: str) -> set[str]:
     """``value`` written as UTF-16 in either byte order, as the gateway comes to show it: read as
     UTF-8 as the executors read output (an ASCII secret with a NUL after each character, little-endian,
     or before it, big-endian; other characters as the bytes decode, U+FFFD for those that do not),
-    as hex and as Python's bytes escapes (a ``python`` tool's bytes that are not UTF-8:
-    ``bytes_to_text``), and JSON-escaped (``\\u0000``, as every encoder here writes a NUL).
+    as hex (a ``python`` tool's bytes that are not UTF-8: ``bytes_to_text``), as Python's bytes
+    escapes (the ``repr`` of such bytes, should a tool put that in its own text), and JSON-escaped (``\\u0000``, as every encoder here writes a NUL).
 
     Each without the NUL bytes at its ends: of an ASCII secret the two byte orders then give the
     same forms, found wherever the UTF-16 text starts, at an even or an odd byte offset (UTF-8 reads

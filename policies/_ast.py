@@ -64,21 +64,25 @@ def unroll(ref: Any) -> tuple[Any, list[Any]]:
 CLOSURES = ("ArrayCompr", "SetCompr", "ObjectCompr")
 """The comprehensions: terms with a body of their own, which OPA checks as a scope of its own."""
 _CLOSURES = frozenset(CLOSURES)
+_SCALARS = frozenset({"String", "RawString", "Number", "Bool", "Null"})
 
 
-def scan(node: Any) -> Iterator[tuple[str, dict[str, Any], str]]:
+def scan(node: Any, refs: bool = False) -> Iterator[tuple[str, dict[str, Any], str]]:
     """The variables, calls and comprehensions of an AST fragment, outside comprehensions (which
     are yielded, not entered), as ``(kind, node, where)``: ``kind`` is ``"Var"``, ``"Call"`` or the
-    comprehension's kind; ``where`` is ``"index"`` inside a reference's ``[index]`` (not inside a
-    call there), ``"base"`` for a reference's first name (``x`` of ``x.a``), else ``""``. A call's
-    function name is no variable."""
+    comprehension's kind; ``where`` is ``"base"`` for a reference's first name (``x`` of ``x.a``, also
+    inside another's brackets), ``"index"`` inside a reference's ``[index]`` (not inside a call there),
+    ``"key"`` inside an object's key and ``"set"`` inside a set's element (outside a reference's
+    brackets), else ``""``. A call's function name is no variable. With ``refs``, a reference is
+    yielded whole instead (``("Ref", {"RefDot": ...}, where)``), not entered."""
     stack: list[tuple[Any, str]] = [(node, "")]
     push, pop = stack.append, stack.pop
     while stack:
         item, where = pop()
         if type(item) is list:
             for value in item:
-                if type(value) is dict or type(value) is list:
+                kind = type(value)
+                if kind is dict or kind is list:
                     push((value, where))
             continue
         if type(item) is not dict:
@@ -86,6 +90,8 @@ def scan(node: Any) -> Iterator[tuple[str, dict[str, Any], str]]:
         if len(item) == 1:  # a term or a literal: {"Kind": {...}}
             kind, inner = next(iter(item.items()))
             if type(inner) is dict:
+                if kind in _SCALARS:
+                    continue
                 if kind == "Var" or kind in _CLOSURES:
                     yield kind, inner, where
                     continue
@@ -94,11 +100,26 @@ def scan(node: Any) -> Iterator[tuple[str, dict[str, Any], str]]:
                     push((inner.get("params"), ""))
                     continue
                 if kind == "RefDot" or kind == "RefBrack":
-                    push((inner.get("refr"), where or "base"))
-                    push((inner.get("index"), "index"))  # None for a .field
+                    if refs:
+                        yield "Ref", item, where
+                        continue
+                    push((inner.get("refr"), "base" if not where or where == "index" else where))
+                    if kind == "RefBrack":
+                        push((inner.get("index"), "index"))
                     continue
+                if not where and kind == "Object":
+                    for entry in inner.get("fields") or []:
+                        if len(entry) == 3:
+                            push((entry[1], "key"))
+                            push((entry[2], ""))
+                    continue
+                if not where and kind == "Set":
+                    push((inner.get("items"), "set"))
+                    continue
+                item = inner  # a wrapper ({"Expr": {...}}): what it wraps
         for key, value in item.items():
-            if key != "span" and (type(value) is dict or type(value) is list):
+            kind = type(value)
+            if (kind is dict or kind is list) and key != "span":
                 push((value, where))
 
 
@@ -106,13 +127,19 @@ def pattern_vars(args: list[Any]) -> Iterator[str]:
     """The variables a pattern binds (a side of ``=`` or ``:=``, ``some ... in``'s key and value;
     ``policies._depends`` reads a function's arguments so too): in arrays and object values, not
     in keys, sets, comprehensions, references or calls (as in OPA)."""
+    for var in pattern_var_nodes(args):
+        yield var["value"]
+
+
+def pattern_var_nodes(args: list[Any]) -> Iterator[dict[str, Any]]:
+    """``pattern_vars``, as the variables' nodes (``{"value": ..., "span": ...}``)."""
     stack = list(args)
     while stack:
         item = stack.pop()
         if not isinstance(item, dict):
             continue
         if isinstance(item.get("Var"), dict):
-            yield item["Var"]["value"]
+            yield item["Var"]
         elif isinstance(item.get("Array"), dict):
             stack.extend(item["Array"].get("items") or [])
         elif isinstance(item.get("Object"), dict):
@@ -141,3 +168,16 @@ def with_globals(modules: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any]
         rules.setdefault(package_name(module), set()).update(rule_names(module["ast"]))
     for module in modules:
         yield module, frozenset({"input", "data"} | rules[package_name(module)] | import_aliases(module))
+
+
+def all_vars(node: Any, skip: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
+    """Every variable of an AST fragment (its ``{"value": ..., "span": ...}``), inside comprehensions
+    and ``every`` bodies too, but where ``skip`` (see ``scan``)."""
+    stack = [node]
+    while stack:
+        for kind, item, where in scan(stack.pop()):
+            if kind == "Var":
+                if where not in skip:
+                    yield item
+            elif kind in _CLOSURES:
+                stack.append([value for key, value in item.items() if key != "span"])

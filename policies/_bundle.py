@@ -10,8 +10,9 @@ such a bundle at load time instead: every call site in the AST is probed once ag
 empty engine and a missing builtin raises ``PolicyLoadError`` naming it. Unsafe variables
 are likewise found only when regorus first evaluates; ``check_variables`` makes that happen
 at load time. Variables only under ``not`` regorus never refuses (``policies._negation``), nor
-unbound ones in what a rule produces (``policies._heads``), nor rules that depend on themselves
-(``policies._recursion``).
+unbound ones in what a rule produces (``policies._heads``), nor body variables only declared or
+compared, nor ``some`` variables nothing uses (``policies._bodies``), nor rules that depend on
+themselves (``policies._recursion``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import regorus
 import yaml
 
 from policies._ast import import_aliases, package_name, ref_name
+from policies._bodies import unsafe_bodies
 from policies._conflicts import conflicts
 from policies._errors import PolicyLoadError
 from policies._heads import unsafe_heads
@@ -97,8 +99,9 @@ def compile_bundle(bundle: Bundle) -> OwnedEngine:
     calls one regorus does not implement, and on a variable OPA would call unsafe or assigned
     twice (``check_variables``), or that appears only under ``not`` (``policies._negation``), or
     that nothing binds in a rule's head, an ``else``'s value, a function's value or arguments, a
-    comprehension's term or a default (``policies._heads``), and on a rule or function that depends
-    on itself (``policies._recursion``).
+    comprehension's term or a default (``policies._heads``), or in a body, or a ``some``/``every``
+    variable nothing uses (``policies._bodies``), and on a rule or function that depends on itself
+    (``policies._recursion``).
     """
     free_strays()
     owned = OwnedEngine()
@@ -120,6 +123,8 @@ def compile_bundle(bundle: Bundle) -> OwnedEngine:
     for problem in unsafe_negations(modules):  # regorus would evaluate ``not p[x]`` as false
         raise PolicyLoadError(problem)
     for problem in unsafe_heads(modules):  # regorus would fail every evaluation reaching ``p := x``
+        raise PolicyLoadError(problem)
+    for problem in unsafe_bodies(modules):  # regorus would evaluate ``some x; x == 1`` as undefined
         raise PolicyLoadError(problem)
     for problem in recursive_rules(modules):  # regorus would fail every evaluation reaching the cycle
         raise PolicyLoadError(problem)
@@ -156,10 +161,11 @@ def check_variables(owned: OwnedEngine) -> None:
     fails every evaluation (every call denied, ``policy_unavailable``) where OPA refuses the
     bundle at compile time (``rego_unsafe_var_error``, ``var x assigned above``). A trivial query
     runs that analysis over every module now, without evaluating any rule. It looks at bodies
-    only: for heads, ``else`` values, arguments and comprehension terms see ``policies._heads``,
-    for variables under ``not`` and recursion ``policies._negation`` and ``policies._recursion``.
-    OPA still refuses more (type errors, some unbound variables in bodies): regorus fails closed
-    on those when a call reaches them.
+    only, and takes ``some x`` for a binding and leaves ``not`` alone: for heads, ``else`` values,
+    arguments and comprehension terms see ``policies._heads``, for variables under ``not``,
+    those only declared or compared and recursion ``policies._negation``, ``policies._bodies`` and
+    ``policies._recursion``. OPA still refuses more (type errors, a variable used before its
+    declaration): regorus fails closed on those when a call reaches them.
     """
     try:
         owned.engine.eval_query("true")

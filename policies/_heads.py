@@ -25,7 +25,8 @@ regorus's AST as OPA's compiler does (``compile.go``: ``rewriteRefsInHead``,
 It errs towards loading: the last argument of any call standing as a statement counts as bound
 (``print(x)`` too), a variable the body binds anywhere counts wherever OPA can order it, and a name
 of the package's rules or imports is never a variable. A body's own unsafe variables are regorus's
-check's and ``policies._negation``'s.
+check's, ``policies._negation``'s and ``policies._bodies``'s (which runs after this, with OPA's
+own account of what binds: it refuses what this lets bind loosely, ``startswith(s, x)`` say).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from policies._ast import CLOSURES, pattern_vars, scan, span_text, unroll, with_
 
 _WILDCARD = "_"
 _UNSAFE = "rego_unsafe_var_error"
+_PLAIN = ("", "key", "set")  # where an argument's variable is no reference's
 
 
 @dataclass(slots=True)
@@ -102,7 +104,7 @@ def _args(ctx: _Module, args: list[Any], name: str) -> frozenset[str]:
     """The variables a function's arguments bind; reports a call in them, and a reference into
     anything but another argument."""
     found = list(scan(args))
-    plain = frozenset(item["value"] for kind, item, where in found if kind == "Var" and not where)
+    plain = frozenset(item["value"] for kind, item, where in found if kind == "Var" and where in _PLAIN)
     for kind, item, where in found:
         line = _line(item)
         if kind == "Call":

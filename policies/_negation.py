@@ -7,12 +7,13 @@ evaluates ``not deny[x]`` as false whatever ``deny`` holds, so a rule meant to f
 is empty never fires: a deny meant for that case is silently off. ``unsafe_negations`` finds
 these in regorus's AST.
 
-It errs towards loading: a variable counts as bound if it appears anywhere positive in its
-body or an enclosing one, even where OPA would still call it unsafe (regorus's own check,
-``policies._bundle.check_variables``, covers positive expressions); only a variable that
-appears nowhere but under ``not`` is refused, and the wildcard ``_`` under ``not`` always is (as
-in OPA; regorus evaluates ``not p[_]`` as false too). Names of the package's rules, its
-imports, ``input`` and ``data`` are not variables.
+It looks no further than that, for a message of its own: a variable counts as bound here if it
+appears anywhere positive in its body or an enclosing one (``y == 1; not p[y]`` too); only a
+variable that appears nowhere but under ``not`` is refused, and the wildcard ``_`` under ``not``
+always is (as in OPA; regorus evaluates ``not p[_]`` as false too). Names of the package's rules,
+its imports, ``input`` and ``data`` are not variables. What binds a variable, under ``not`` or
+not, is ``policies._bodies``'s, which runs after this and refuses the rest (``y == 1`` binds no
+``y``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from policies._errors import PolicyLoadError
 from policies._negation import unsafe_negations
 from policies._owned import OwnedEngine
 
-from bundle_files import opa_check, write_bundle
+from bundle_files import opa_check, opa_errors, write_bundle
 
 H = "package toolgate\nimport rego.v1\n"
 DENY = 'default decision := {"decision": "deny", "reasons": ["no"]}\n'
@@ -121,25 +120,6 @@ def _statement(rng: random.Random, nested: bool) -> str:
     return f"s := {{ {v} | {inner} }}" if kind == len(FLAT) else f"every {v if v != '_' else 'e'} in input.a {{ {inner} }}"
 
 
-def _opa_errors(opa_binary: Path, folder: Path) -> dict[str, list[tuple[str, str]]]:
-    """file name -> OPA's (code, message) for it. OPA stops at the first compile stage with errors,
-    so each round drops the files it reported and checks the rest again."""
-    errors: dict[str, list[tuple[str, str]]] = {}
-    while True:
-        out = opa_check(opa_binary, folder, "--max-errors", "-1", timeout=120)
-        found: dict[str, list[tuple[str, str]]] = {}
-        for line in (out.stdout + out.stderr).splitlines():
-            hit = re.search(r"/(c\d+\.rego):\d+: (\w+): (.*)", line)
-            if hit:
-                found.setdefault(hit[1], []).append((hit[2], hit[3]))
-        if not found:
-            assert out.returncode == 0, out.stdout + out.stderr
-            return errors
-        errors.update(found)
-        for name in found:
-            (folder / name).unlink()
-
-
 @pytest.mark.opa
 @pytest.mark.parametrize("nested", [False, True], ids=["flat", "nested"])
 def test_generated_bodies_against_opa(opa_binary, tmp_path, nested):
@@ -151,7 +131,7 @@ def test_generated_bodies_against_opa(opa_binary, tmp_path, nested):
         body = "; ".join(_statement(rng, nested) for _ in range(rng.randint(1, 3)))
         texts[f"c{i}.rego"] = f"package c{i}\nimport rego.v1\np := {{1}}\nf(a) if a == 1\nok if {{ {body} }}\n"
         (tmp_path / f"c{i}.rego").write_text(texts[f"c{i}.rego"])
-    errors = _opa_errors(opa_binary, tmp_path)
+    errors = opa_errors(opa_binary, tmp_path)
     for name, text in texts.items():
         owned = OwnedEngine()
         owned.engine.add_policy(name, text)

@@ -26,8 +26,7 @@ from policies._bundle import compile_bundle, read_bundle
 from policies._errors import PolicyLoadError
 from policies._heads import unsafe_heads
 
-from bundle_files import opa_check, write_bundle
-from test_bundle_negation import _opa_errors
+from bundle_files import opa_check, opa_errors, write_bundle
 
 H = "package toolgate\nimport rego.v1\n"
 DENY = 'default decision := {"decision": "deny", "reasons": ["no"]}\n'
@@ -298,7 +297,7 @@ def test_generated_rules_against_opa(opa_binary, tmp_path, seed):
     rng = random.Random(seed)
     texts = {f"c{i}.rego": f"package c{i}\nimport rego.v1\n{_rule(rng)}\n" for i in range(200)}
     write_bundle(tmp_path / "all", texts)
-    opa_refuses = _opa_errors(opa_binary, tmp_path / "all")
+    opa_refuses = opa_errors(opa_binary, tmp_path / "all")
     ours_only = 0
     for name, text in texts.items():
         rule = text.splitlines()[-1]

@@ -3,6 +3,7 @@ oracle the embedded engine's load-time refusals are held to."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -40,3 +41,26 @@ def opa_errors(opa_binary: Path, folder: Path) -> dict[str, list[tuple[str, str]
         errors.update(found)
         for name in found:
             (folder / name).unlink()
+
+
+RULES_HEADER = "package toolgate\nimport rego.v1\n"
+DENY_BY_DEFAULT = 'default decision := {"decision": "deny", "reasons": ["no"]}\n'
+
+
+def rules_text(rules: str, out: str | None = None) -> str:
+    """A ``toolgate`` module of ``rules`` deciding deny, or allow when ``data.toolgate.out`` is
+    ``out`` (a Rego term): the load-time refusal tests' one-file bundles."""
+    allow = f'decision := {{"decision": "allow", "reasons": ["ok"]}} if data.toolgate.out == {out}\n' if out else ""
+    return RULES_HEADER + rules + DENY_BY_DEFAULT + allow
+
+
+def rules_bundle(folder: Path, rules: str, out: str | None = None) -> Path:
+    """``rules_text`` written as ``p.rego`` in ``folder``; ``folder``."""
+    return write_bundle(folder, {"p.rego": rules_text(rules, out)})
+
+
+def opa_decides(opa_binary: Path, bundle: Path, input_file: Path, query: str = "data.toolgate.decision.decision") -> object:
+    """What ``opa eval`` gives for ``query`` on ``bundle`` with the input in ``input_file``."""
+    run = subprocess.run([str(opa_binary), "eval", "-f", "json", "-d", str(bundle), "-i", str(input_file), query],
+                         capture_output=True, text=True, timeout=60)
+    return json.loads(run.stdout)["result"][0]["expressions"][0]["value"]

@@ -14,7 +14,6 @@ import io
 import json
 import random
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,10 +25,9 @@ from policies._bundle import compile_bundle, read_bundle
 from policies._errors import PolicyLoadError
 from policies._heads import unsafe_heads
 
-from bundle_files import opa_check, opa_errors, write_bundle
+from bundle_files import RULES_HEADER, opa_check, opa_decides, opa_errors, rules_bundle, rules_text, write_bundle
 
-H = "package toolgate\nimport rego.v1\n"
-DENY = 'default decision := {"decision": "deny", "reasons": ["no"]}\n'
+H = RULES_HEADER
 INPUT = {"xs": [10, 20], "m": {"a": 1}, "n": 3}
 UNSAFE = "rego_unsafe_var_error: var {} is unsafe"
 CALLS = "rego_compile_error: rule arguments cannot contain calls"
@@ -128,33 +126,26 @@ REGORUS_FAILS = {
 }
 
 
-def _text(rules: str, out: str | None = None) -> str:
-    allow = f'decision := {{"decision": "allow", "reasons": ["ok"]}} if data.toolgate.out == {out}\n' if out else ""
-    return H + rules + DENY + allow
-
-
-def _bundle(folder: Path, rules: str, out: str | None = None) -> Path:
-    return write_bundle(folder, {"p.rego": _text(rules, out)})
 
 
 @pytest.mark.parametrize("name", REFUSED)
 def test_an_unsafe_head_does_not_load(tmp_path, name):
     rules, says = REFUSED[name]
     with pytest.raises(PolicyLoadError) as err:
-        EmbeddedEngine.from_bundle(_bundle(tmp_path, rules))
+        EmbeddedEngine.from_bundle(rules_bundle(tmp_path, rules))
     assert re.search(r"p\.rego:\d+: ", str(err.value)), str(err.value)  # where, for the policy's author
     assert says in str(err.value)
 
 
 @pytest.mark.parametrize("name", LOADED)
 def test_a_look_alike_loads_and_decides(tmp_path, name):
-    engine = EmbeddedEngine.from_bundle(_bundle(tmp_path, *LOADED[name]))
+    engine = EmbeddedEngine.from_bundle(rules_bundle(tmp_path, *LOADED[name]))
     assert engine.evaluate_sync(INPUT).decision == "allow"
 
 
 @pytest.mark.parametrize("name", REGORUS_FAILS)
 def test_what_opa_compiles_loads_even_where_regorus_then_fails(tmp_path, name):
-    engine = EmbeddedEngine.from_bundle(_bundle(tmp_path, *REGORUS_FAILS[name]))
+    engine = EmbeddedEngine.from_bundle(rules_bundle(tmp_path, *REGORUS_FAILS[name]))
     with pytest.raises(PolicyError) as err:
         engine.evaluate_sync(INPUT)
     assert err.value.code == "policy_unavailable"
@@ -173,7 +164,7 @@ def test_regorus_alone_loads_these_and_fails_or_misanswers():
 
 
 def test_the_message_names_the_line_and_the_rule(tmp_path):
-    bundle = _bundle(tmp_path, "a := 1 if {\n  input.x\n} else := y if {\n  input.z\n}\n")
+    bundle = rules_bundle(tmp_path, "a := 1 if {\n  input.x\n} else := y if {\n  input.z\n}\n")
     with pytest.raises(PolicyLoadError) as err:
         EmbeddedEngine.from_bundle(bundle)
     assert str(err.value).startswith(f"{bundle / 'p.rego'}:5: rego_unsafe_var_error: var y is unsafe: the `else` "
@@ -183,7 +174,7 @@ def test_the_message_names_the_line_and_the_rule(tmp_path):
 def test_policy_check_reports_the_variable(tmp_path):
     parser = argparse.ArgumentParser(prog="toolgate")
     policy_cmd.add_parser(parser.add_subparsers(dest="command"))
-    bundle = _bundle(tmp_path, REFUSED["a function's value nothing binds"][0])
+    bundle = rules_bundle(tmp_path, REFUSED["a function's value nothing binds"][0])
     ns = parser.parse_args(["policy", "check", str(bundle)])
     out = io.StringIO()
     assert ns.func(ns, out=out, err=out) == 2
@@ -192,10 +183,10 @@ def test_policy_check_reports_the_variable(tmp_path):
 
 @pytest.mark.asyncio
 async def test_a_reload_to_such_a_bundle_keeps_the_old_policy(tmp_path):
-    bundle = _bundle(tmp_path, *LOADED["a value bound by some"])
+    bundle = rules_bundle(tmp_path, *LOADED["a value bound by some"])
     engine = EmbeddedEngine.from_bundle(bundle)
     version = engine.version
-    (bundle / "p.rego").write_text(_text(REFUSED["a rule's value nothing binds"][0]))
+    (bundle / "p.rego").write_text(rules_text(REFUSED["a rule's value nothing binds"][0]))
     with pytest.raises(PolicyLoadError, match="rego_unsafe_var_error"):
         await engine.reload()
     assert engine.version == version
@@ -206,7 +197,7 @@ async def test_a_reload_to_such_a_bundle_keeps_the_old_policy(tmp_path):
 @pytest.mark.parametrize("name", REFUSED)
 def test_opa_refuses_the_same(opa_binary, tmp_path, name):
     rules, says = REFUSED[name]
-    checked = opa_check(opa_binary, _bundle(tmp_path, rules))
+    checked = opa_check(opa_binary, rules_bundle(tmp_path, rules))
     out = checked.stdout + checked.stderr
     assert checked.returncode != 0, out
     code, _, message = says.partition(": ")
@@ -216,18 +207,16 @@ def test_opa_refuses_the_same(opa_binary, tmp_path, name):
 @pytest.mark.opa
 @pytest.mark.parametrize("name", [*LOADED, *REGORUS_FAILS])
 def test_opa_loads_the_look_alikes(opa_binary, tmp_path, name):
-    checked = opa_check(opa_binary, _bundle(tmp_path, *{**LOADED, **REGORUS_FAILS}[name]))
+    checked = opa_check(opa_binary, rules_bundle(tmp_path, *{**LOADED, **REGORUS_FAILS}[name]))
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 @pytest.mark.opa
 @pytest.mark.parametrize("name", [*LOADED, *REGORUS_FAILS])
 def test_opa_decides_the_look_alikes_as_written(opa_binary, tmp_path, name):
-    bundle = _bundle(tmp_path / "b", *{**LOADED, **REGORUS_FAILS}[name])
+    bundle = rules_bundle(tmp_path / "b", *{**LOADED, **REGORUS_FAILS}[name])
     (tmp_path / "input.json").write_text(json.dumps(INPUT))
-    run = subprocess.run([str(opa_binary), "eval", "-f", "json", "-d", str(bundle), "-i", str(tmp_path / "input.json"),
-                          "data.toolgate.decision.decision"], capture_output=True, text=True, timeout=60)
-    assert json.loads(run.stdout)["result"][0]["expressions"][0]["value"] == "allow", run.stdout + run.stderr
+    assert opa_decides(opa_binary, bundle, tmp_path / "input.json") == "allow"
 
 
 # Generated rules: heads, else values, function arguments and comprehension terms over a few

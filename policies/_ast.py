@@ -181,3 +181,40 @@ def all_vars(node: Any, skip: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
                     yield item
             elif kind in _CLOSURES:
                 stack.append([value for key, value in item.items() if key != "span"])
+
+
+def builtin_calls(modules: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], str, dict[str, Any]]]:
+    """(module, dotted name, ``Call`` node) of every call that names a builtin. A user function is
+    called by its name in its own package, through an import, or by ``data.<path>``; any other
+    name is a builtin, whatever functions other packages define."""
+    functions: dict[str, set[str]] = {}  # package -> its functions, as called from inside it
+    for module in modules:
+        functions.setdefault(package_name(module), set()).update(_function_names(module["ast"]))
+    for module in modules:
+        local, aliases = functions[package_name(module)], import_aliases(module)
+        for name, call in _calls(module["ast"]):
+            if not (name.startswith("data.") or name in local or name.split(".", 1)[0] in aliases):
+                yield module, name, call
+
+
+def _calls(node: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(dotted name, ``Call`` node) of every function call in an AST fragment."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            call = item.get("Call")
+            if isinstance(call, dict) and (name := ref_name(call.get("fcn"))):
+                yield name, call
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _function_names(ast: dict[str, Any]) -> set[str]:
+    names = set()
+    for rule in ast.get("rules", []):
+        head = (rule.get("Spec") or {}).get("head") or {}
+        if "Func" in head:
+            names.add(ref_name(head["Func"].get("refr")) or "")
+    return names - {""}

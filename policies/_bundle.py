@@ -28,7 +28,7 @@ from typing import Any
 import regorus
 import yaml
 
-from policies._ast import import_aliases, package_name, ref_name
+from policies._ast import builtin_calls
 from policies._bodies import unsafe_bodies
 from policies._conflicts import conflicts
 from policies._errors import PolicyLoadError
@@ -137,21 +137,13 @@ def check_builtins(owned: OwnedEngine, modules: list[dict[str, Any]] | None = No
     (``modules``: the engine's AST, when already read)."""
     if modules is None:
         modules = json.loads(owned.engine.get_ast_as_json())
-    functions: dict[str, set[str]] = {}  # package -> its functions, as called from inside it
-    for module in modules:
-        functions.setdefault(package_name(module), set()).update(_function_names(module["ast"]))
-    for module in modules:
-        local, aliases = functions[package_name(module)], import_aliases(module)
-        for name, arity, line in _calls(module["ast"]):
-            # a user function is called by its name in its own package, through an import, or by
-            # data.<path>; any other name is a builtin, whatever functions elsewhere are called
-            if name.startswith("data.") or name in local or name.split(".", 1)[0] in aliases:
-                continue
-            if not _builtin_exists(name, arity):
-                raise PolicyLoadError(
-                    f"{module['source']['file']}:{line}: builtin {name} is not implemented by the embedded "
-                    f"engine (regorus); rewrite the rule without it or set policy.engine: opa"
-                )
+    for module, name, call in builtin_calls(modules):
+        arity, line = len(call.get("params") or []), call["span"]["line"]
+        if not _builtin_exists(name, arity):
+            raise PolicyLoadError(
+                f"{module['source']['file']}:{line}: builtin {name} is not implemented by the embedded "
+                f"engine (regorus); rewrite the rule without it or set policy.engine: opa"
+            )
 
 
 def check_variables(owned: OwnedEngine) -> None:
@@ -194,33 +186,6 @@ def _builtin_exists(name: str, arity: int) -> bool:
     except Exception as exc:
         return _MISSING_FN not in str(exc)
     return True
-
-
-def _calls(node: Any) -> list[tuple[str, int, int]]:
-    """(dotted name, arity, line) of every function call in an AST fragment."""
-    found: list[tuple[str, int, int]] = []
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            call = item.get("Call")
-            if isinstance(call, dict):
-                name = ref_name(call.get("fcn"))
-                if name:
-                    found.append((name, len(call.get("params") or []), call["span"]["line"]))
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return found
-
-
-def _function_names(ast: dict[str, Any]) -> set[str]:
-    names = set()
-    for rule in ast.get("rules", []):
-        head = (rule.get("Spec") or {}).get("head") or {}
-        if "Func" in head:
-            names.add(ref_name(head["Func"].get("refr")) or "")
-    return names - {""}
 
 
 def _hidden(path: Path, root: Path) -> bool:

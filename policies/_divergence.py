@@ -14,9 +14,9 @@ start log; the bundle still loads (the answers differ only for some inputs), and
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from typing import Any
 
-from policies._ast import import_aliases, package_name, ref_name
+from policies._ast import builtin_calls
 
 _REGEX = ("regular expressions are Unicode-aware in regorus and ASCII in OPA: \\w \\d \\s \\b and "
           "case-insensitive matching also match non-ASCII letters, digits and spaces")
@@ -46,15 +46,10 @@ def divergences(modules: list[dict[str, Any]]) -> list[str]:
     (regorus's AST), in file and line order. A regex whose pattern is a literal is named only
     when the pattern holds a construct that differs; any other pattern is named."""
     found = []
-    for module in modules:
-        file = module["source"]["file"]
-        own = _own_names(module, modules)
-        for name, call in _calls(module["ast"]):
-            if name in own or name.split(".", 1)[0] in own:
-                continue
-            why = _why(name, call)
-            if why:
-                found.append((file, call["span"]["line"], f"{file}:{call['span']['line']}: {name}: {why}"))
+    for module, name, call in builtin_calls(modules):
+        if why := _why(name, call):
+            file, line = module["source"]["file"], call["span"]["line"]
+            found.append((file, line, f"{file}:{line}: {name}: {why}"))
     return [text for _, _, text in sorted(found)]
 
 
@@ -76,29 +71,3 @@ def _literal(node: Any) -> str | None:
         if isinstance(node, dict) and isinstance(node.get(kind), dict):
             return node[kind].get("value")
     return None
-
-
-def _own_names(module: dict[str, Any], modules: list[dict[str, Any]]) -> set[str]:
-    """Names a call in ``module`` may mean a user function by: its package's functions, its imports."""
-    package = package_name(module)
-    names = set(import_aliases(module)) | {"data"}
-    for other in modules:
-        if package_name(other) == package:
-            for rule in other["ast"].get("rules", []):
-                head = (rule.get("Spec") or {}).get("head") or {}
-                if "Func" in head:
-                    names.add(ref_name(head["Func"].get("refr")) or "")
-    return names - {""}
-
-
-def _calls(node: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            call = item.get("Call")
-            if isinstance(call, dict) and (name := ref_name(call.get("fcn"))):
-                yield name, call
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)

@@ -132,6 +132,20 @@ async def call_once(config: Config, tool: str, args: bytes | str = b"{}", **fiel
         await running.stop()
 
 
+async def call_each(config: Config, calls: list[tuple[str, Any]]) -> list[pb.ToolCallResponse]:
+    """Start a gateway on ``config``, make each (tool, arguments as a JSON value) call in turn as
+    the demo agent, stop it; the responses."""
+    import json
+
+    running = await start_gateway(config)
+    client = Client(running.address)
+    try:
+        return [await client.call(tool, json.dumps(args)) for tool, args in calls]
+    finally:
+        await client.close()
+        await running.stop()
+
+
 class Client:
     """A thin async test client: raw gRPC stubs with the API key in metadata."""
 

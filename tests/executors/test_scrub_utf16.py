@@ -24,8 +24,7 @@ import yaml
 from gateway.config import load_config
 from gateway.executors.capture import CappedOutput
 from gateway.scrub import PATTERN_MARGIN_BYTES, REDACTED, Scrubber
-from gateway.testing import start_gateway
-from tests.conftest import DEMO_CONFIG, Client, JsonLineWorker
+from tests.conftest import DEMO_CONFIG, JsonLineWorker, call_each
 from tests.executors.test_output_patterns_linear import ROOT, SCRUB_CHARS, _assert_linear, _WORKER
 
 TOKEN = "tg-Sup3r/Secret+Token=42-utf16"
@@ -128,13 +127,7 @@ def _config(tmp_path: Path, http_base: str = "", http_port: int = 0) -> Path:
 
 
 async def _calls(tmp_path: Path, calls: list[tuple[str, dict]], **http) -> list:
-    running = await start_gateway(load_config(_config(tmp_path, **http)))
-    client = Client(running.address)
-    try:
-        return [await client.call(tool, json.dumps(args)) for tool, args in calls]
-    finally:
-        await client.close()
-        await running.stop()
+    return await call_each(load_config(_config(tmp_path, **http)), calls)
 
 
 def _shown(response) -> list[str]:
